@@ -1,0 +1,186 @@
+-- configure.lua: writes build.ninja from build.ninja.in for this machine.
+-- usage: lua5.4 configure.lua [--no-cuda] [--cuda-arch=89,90] [--debug]
+--                              [--sanitize=address,undefined] [--builddir=DIR]
+-- Finds nvcc, Lua 5.4, re2c and Criterion; a missing requirement is one line
+-- naming the Debian package that provides it.
+
+local opts = { cuda = true, cuda_arch = "89,90", debug = false, sanitize = nil, builddir = "build" }
+
+local function die(msg)
+  io.stderr:write("configure: ", msg, "\n")
+  os.exit(1)
+end
+
+local function parse_args(args)
+  for _, a in ipairs(args) do
+    local k, v = a:match("^%-%-([%w-]+)=(.*)$")
+    if a == "--no-cuda" then opts.cuda = false
+    elseif a == "--debug" then opts.debug = true
+    elseif a == "--help" or a == "-h" then
+      print("usage: lua5.4 configure.lua [--no-cuda] [--cuda-arch=89,90] [--debug] " ..
+            "[--sanitize=address,undefined] [--builddir=DIR]")
+      os.exit(0)
+    elseif k == "cuda-arch" then
+      if not v:match("^%d+[%d,]*$") then die("--cuda-arch wants numbers like 89,90, got '" .. v .. "'") end
+      opts.cuda_arch = v
+    elseif k == "sanitize" then
+      for s in v:gmatch("[^,]+") do
+        if s ~= "address" and s ~= "undefined" then die("--sanitize accepts address,undefined, got '" .. s .. "'") end
+      end
+      opts.sanitize = v
+    elseif k == "builddir" then
+      if v == "" or v:match("[%s$:]") then die("--builddir must be a plain path, got '" .. v .. "'") end
+      opts.builddir = v
+    else
+      die("unknown option '" .. a .. "' (try --help)")
+    end
+  end
+end
+
+local function run(cmd)
+  local p = io.popen(cmd .. " 2>/dev/null")
+  local out = p:read("a")
+  local ok = p:close()
+  return ok and out:gsub("%s+$", "") or nil
+end
+
+local function require_tool(what, cmd, package)
+  local out = run(cmd)
+  if not out then die(what .. " not found: apt-get install " .. package) end
+  return out
+end
+
+local function find_nvcc()
+  if not opts.cuda then return nil end
+  for _, c in ipairs({ "nvcc", "/usr/local/cuda/bin/nvcc" }) do
+    if run(c .. " --version") then return c end
+  end
+  return nil
+end
+
+parse_args(arg)
+
+local lua_cflags = require_tool("Lua 5.4", "pkg-config --cflags lua5.4", "liblua5.4-dev")
+local lua_libs = require_tool("Lua 5.4", "pkg-config --libs lua5.4", "liblua5.4-dev")
+require_tool("re2c", "re2c --version", "re2c")
+local crit_cflags = require_tool("Criterion", "pkg-config --cflags criterion", "libcriterion-dev")
+local crit_libs = require_tool("Criterion", "pkg-config --libs criterion", "libcriterion-dev")
+local cc = os.getenv("CC") or "gcc"
+require_tool("C compiler '" .. cc .. "'", cc .. " --version", "gcc")
+local fuzz_cc = run("clang --version") and "clang" or nil
+local nvcc = find_nvcc()
+
+-- Sources, one concern per file (see each file's first comment).
+local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "quant", "quant_legacy",
+                  "quant_k_decode", "quant_k_encode", "quantize_recipe", "cmd_info", "cmd_quantize" }
+local cuda_sources = {}
+local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant",
+                "test_quant_reference", "test_recipe", "test_cli" }
+local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
+
+local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow",
+                 "-Wstrict-prototypes", "-Wmissing-prototypes", "-ffp-contract=off", "-g", "-Iruntime" }
+local ldflags = {}
+table.insert(cflags, opts.debug and "-O0" or "-O2")
+if opts.sanitize then
+  local s = "-fsanitize=" .. opts.sanitize
+  for _, f in ipairs({ s, "-fno-omit-frame-pointer", "-fno-sanitize-recover=all" }) do table.insert(cflags, f) end
+  table.insert(ldflags, s)
+end
+local libs = { "-lm" }
+local nvccflags = {}
+if nvcc then
+  table.insert(cflags, "-DMINFER_CUDA=1")
+  nvccflags = { "-O3", "-lineinfo", "-std=c++17", "-Iruntime", "-Xcompiler=-Wall,-Wextra,-Werror" }
+  for a in opts.cuda_arch:gmatch("%d+") do
+    table.insert(nvccflags, "-gencode=arch=compute_" .. a .. ",code=sm_" .. a)
+  end
+  local cuda_lib = run("dirname $(dirname $(command -v " .. nvcc .. "))") .. "/lib64"
+  for _, l in ipairs({ "-L" .. cuda_lib, "-lcudart_static", "-ldl", "-lpthread", "-lrt", "-lstdc++" }) do
+    table.insert(libs, l)
+  end
+end
+
+-- build.ninja lives in the build directory (`ninja -C DIR`), so outputs are
+-- named relative to it and sources through S, the way back to this folder.
+local B = "."
+local S
+if opts.builddir:match("^/") or opts.builddir:match("%.%.") then
+  S = run("pwd")
+else
+  local depth = select(2, opts.builddir:gsub("[^/]+", ""))
+  S = (".."):rep(depth, "/")
+end
+for i, f in ipairs(cflags) do cflags[i] = f:gsub("^%-Iruntime$", "-I" .. S .. "/runtime") end
+for i, f in ipairs(nvccflags) do nvccflags[i] = f:gsub("^%-Iruntime$", "-I" .. S .. "/runtime") end
+for i, f in ipairs(fuzz_sources) do fuzz_sources[i] = S .. "/" .. f end
+local edges = {}
+local function edge(s) table.insert(edges, s) end
+
+local lib_objs = {}
+for _, f in ipairs(runtime) do
+  local o = B .. "/obj/runtime/" .. f .. ".o"
+  edge(("build %s: cc %s/runtime/%s.c"):format(o, S, f))
+  table.insert(lib_objs, o)
+end
+if nvcc then
+  for _, f in ipairs(cuda_sources) do
+    local o = B .. "/obj/runtime/cuda/" .. f .. ".o"
+    edge(("build %s: nvcc %s/runtime/cuda/%s.cu"):format(o, S, f))
+    table.insert(lib_objs, o)
+  end
+end
+edge(("build %s/libminfer.a: ar %s"):format(B, table.concat(lib_objs, " ")))
+edge(("build %s/obj/runtime/main.o: cc %s/runtime/main.c"):format(B, S))
+edge(("build %s/minfer: link %s/obj/runtime/main.o %s/libminfer.a"):format(B, B, B))
+edge(("build %s/obj/tools/demo_gguf.o: cc %s/tools/demo_gguf.c"):format(B, S))
+edge(("build %s/demo-gguf: link %s/obj/tools/demo_gguf.o %s/libminfer.a"):format(B, B, B))
+edge(("build %s/demo.gguf: demo_gguf %s/demo-gguf"):format(B, B))
+edge(("build %s/demo-q4_k_m.gguf: quantize %s/demo.gguf | %s/minfer\n  type = q4_k_m"):format(B, B, B))
+
+local test_objs = {}
+for _, f in ipairs(tests) do
+  local o = B .. "/obj/tests/" .. f .. ".o"
+  edge(("build %s: cc %s/tests/%s.c\n  extra_cflags = $criterion_cflags -I$src/tests/support"):format(o, S, f))
+  table.insert(test_objs, o)
+end
+edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S))
+table.insert(test_objs, B .. "/obj/tests/support.o")
+edge(("build %s/minfer-tests: link %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
+  B, table.concat(test_objs, " "), B))
+edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf"):format(B, B, B))
+local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf" }
+if fuzz_cc then
+  edge(("build %s/fuzz-gguf: fuzz_link %s"):format(B, table.concat(fuzz_sources, " ")))
+  table.insert(defaults, B .. "/fuzz-gguf")
+end
+edge("default " .. table.concat(defaults, " "))
+
+local configure_args = table.concat(arg, " ")
+local vars = {
+  BUILDDIR = B, CC = cc, NVCC = nvcc or "false", CFLAGS = table.concat(cflags, " "),
+  LDFLAGS = table.concat(ldflags, " "), LIBS = table.concat(libs, " "),
+  NVCCFLAGS = table.concat(nvccflags, " "), CRITERION_CFLAGS = crit_cflags, CRITERION_LIBS = crit_libs,
+  FUZZ_CC = fuzz_cc or "false", LUA = arg[-1] or "lua5.4", CONFIGURE_ARGS = configure_args, SRC = S,
+  LUA_CFLAGS = lua_cflags, LUA_LIBS = lua_libs,
+  TEST_ENV = opts.sanitize and ("LSAN_OPTIONS=suppressions=" .. S .. "/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1") or "",
+}
+
+local f = assert(io.open("build.ninja.in", "r"))
+local template = f:read("a")
+f:close()
+local text = template:gsub("@([%u_]+)@", function(k)
+  if vars[k] == nil then die("build.ninja.in uses unknown variable @" .. k .. "@") end
+  return vars[k]
+end)
+os.execute("mkdir -p '" .. opts.builddir .. "'")
+local out = assert(io.open(opts.builddir .. "/build.ninja", "w"))
+out:write("# Generated by configure.lua from build.ninja.in. Do not edit.\n", text, "\n",
+          table.concat(edges, "\n"), "\n")
+out:close()
+
+print(("configure: %s build in %s (%s%s); build with: ninja -C %s"):format(opts.debug and "debug" or "release",
+  opts.builddir,
+  nvcc and ("CUDA for sm_" .. opts.cuda_arch:gsub(",", ", sm_")) or "CPU only: nvcc not found or --no-cuda",
+  opts.sanitize and (", sanitize=" .. opts.sanitize) or "", opts.builddir))
+if not fuzz_cc then print("configure: clang not found: no fuzz target (apt-get install clang libclang-rt-14-dev)") end

@@ -1,0 +1,12 @@
+/* cli.h: the minfer subcommands. Each takes the arguments after its name and
+ * returns the process exit status; errors are printed as one line on stderr. */
+#ifndef MINFER_CLI_H
+#define MINFER_CLI_H
+
+int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+
+/* Prints "minfer: <message>" on stderr and returns 1, for `return die(...)`. */
+int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

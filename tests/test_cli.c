@@ -1,0 +1,165 @@
+/* test_cli.c: the minfer binary: info (text and JSON), quantize, and the
+ * one-line errors for bad input. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <stdarg.h>
+
+#include "gguf.h"
+#include "support.h"
+#include "tensor_type.h"
+
+static const char *demo_model(void)
+{
+    const char *path = temp_path(".gguf");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 7", demo_gguf_bin(), path);
+    cr_assert_eq(run_cmd(cmd, NULL), 0, "%s", cmd);
+    return path;
+}
+
+static int minfer(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int minfer(char **out, const char *fmt, ...)
+{
+    char args[2048], cmd[2400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s", minfer_bin(), args);
+    return run_cmd(cmd, out);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+Test(cli, info_prints_architecture_hparams_tensors_totals)
+{
+    const char *model = demo_model();
+    char *out;
+    cr_assert_eq(minfer(&out, "info %s", model), 0, "%s", out);
+    cr_assert(strstr(out, "architecture:  qwen2\n"), "%s", out);
+    cr_assert(strstr(out, "hyperparameters:\n  qwen2.block_count"), "%s", out);
+    cr_assert(strstr(out, "qwen2.rope.freq_base                         1000000"), "%s", out);
+    cr_assert(strstr(out, "tokenizer.ggml.tokens                        string[2048] [\"<0x00>\""), "%s", out);
+    cr_assert(strstr(out, "tensors: 26\n"), "%s", out);
+    cr_assert(strstr(out, "token_embd.weight                        F32      384 x 2048"), "%s", out);
+    /* 2048*384 + 2*(3*384 + 2*384*384 + 2*384*128 + 2*128 + 3*384*1024) + 384 */
+    cr_assert(strstr(out, "totals: 3935360 parameters"), "%s", out);
+    cr_assert(strstr(out, "32.0000 bits per weight"), "%s", out);
+    free(out);
+}
+
+Test(cli, info_json_is_valid_json_with_the_same_facts)
+{
+    const char *model = demo_model(), *json = temp_path(".json");
+    char *out, cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s info --json %s > %s && python3 -c \"import json,sys; d=json.load(open('%s')); "
+             "print(d['architecture'], d['totals']['parameters'], len(d['tensors']), "
+             "d['hyperparameters']['qwen2.block_count']['value'], "
+             "len(d['metadata']['tokenizer.ggml.tokens']['value']))\"",
+             minfer_bin(), model, json, json);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    cr_assert_str_eq(out, "qwen2 3935360 26 2 2048\n");
+    free(out);
+}
+
+Test(cli, bad_files_and_flags_give_one_line_and_nonzero_exit)
+{
+    struct {
+        const char *args, *expect;
+    } cases[] = {
+        { "info /nonexistent.gguf", "minfer: /nonexistent.gguf: cannot open: No such file or directory\n" },
+        { "info", "minfer: info: no file given (usage: minfer info FILE [--json])\n" },
+        { "info --frobnicate x.gguf", "minfer: info: unknown option '--frobnicate'\n" },
+        { "info a.gguf b.gguf", "minfer: info: more than one file given ('a.gguf' and 'b.gguf')\n" },
+        { "bogus", "minfer: unknown command 'bogus' (try minfer --help)\n" },
+        { "quantize a.gguf", "minfer: quantize: need an input and an output file (usage: minfer quantize IN OUT "
+                             "--type T)\n" },
+        { "quantize a.gguf b.gguf", "minfer: quantize: --type is required (one of: f32, f16, bf16, q8_0, q4_0, "
+                                    "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)\n" },
+        { "quantize a.gguf b.gguf --type q3_k_xl", "minfer: quantize: unknown type 'q3_k_xl' (one of: f32, f16, "
+                                                   "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, "
+                                                   "q5_k_m)\n" },
+        { "quantize /nonexistent.gguf b.gguf --type q8_0", "minfer: quantize: /nonexistent.gguf: cannot open: No "
+                                                           "such file or directory\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out;
+        int rc = minfer(&out, "%s", cases[i].args);
+        cr_assert_neq(rc, 0, "'%s' exited 0", cases[i].args);
+        cr_assert_str_eq(out, cases[i].expect, "'%s'", cases[i].args);
+        free(out);
+    }
+}
+
+Test(cli, info_on_a_corrupt_file_prints_the_readers_error)
+{
+    const char *model = demo_model();
+    char *out;
+    FILE *f = fopen(model, "r+b");
+    cr_assert_not_null(f);
+    fseek(f, 4, SEEK_SET);
+    fputc(9, f); /* version 9 */
+    fclose(f);
+    cr_assert_eq(minfer(&out, "info %s", model), 1);
+    cr_assert(strstr(out, "unsupported GGUF version 9 (supported: 2, 3)\n"), "%s", out);
+    cr_assert_eq(count_lines(out), 1, "%s", out);
+    free(out);
+}
+
+static void expect_type(const struct gguf *g, const char *name, const char *type)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(g, name);
+    cr_assert_not_null(t, "%s missing", name);
+    cr_assert_str_eq(type_name(t->type), type, "%s", name);
+}
+
+Test(cli, quantize_q4_k_m_applies_the_recipe, .timeout = 120)
+{
+    const char *model = demo_model(), *q = temp_path(".gguf");
+    char *out;
+    cr_assert_eq(minfer(&out, "quantize %s %s --type q4_k_m", model, q), 0, "%s", out);
+    cr_assert(strstr(out, "quantize: q4_k_m: 26 tensors"), "%s", out);
+    free(out);
+    struct gguf g;
+    struct error e;
+    cr_assert_eq(gguf_open(&g, q, &e), 0, "%s", e.msg);
+    expect_type(&g, "token_embd.weight", "Q8_0");      /* tied output: Q6_K, 384 rows fall back */
+    expect_type(&g, "blk.0.attn_q.weight", "Q5_0");    /* Q4_K falls back for 384 */
+    /* Two layers: only layer 1 (the last eighth) gets the _M mix's extra bits. */
+    expect_type(&g, "blk.0.attn_v.weight", "Q5_0");
+    expect_type(&g, "blk.1.attn_v.weight", "Q8_0");   /* Q6_K, falls back for 384 */
+    expect_type(&g, "blk.0.ffn_down.weight", "Q4_K"); /* 1024 rows: a K-quant fits */
+    expect_type(&g, "blk.1.ffn_down.weight", "Q6_K");
+    expect_type(&g, "blk.0.attn_norm.weight", "F32");
+    expect_type(&g, "blk.0.attn_q.bias", "F32");
+    uint32_t ft;
+    cr_assert_eq(gguf_get_u32(&g, "general.file_type", &ft, &e), 0);
+    cr_assert_eq(ft, 15);
+    cr_assert_not_null(gguf_find(&g, "tokenizer.ggml.tokens"));
+    gguf_free(&g);
+
+    cr_assert_eq(minfer(&out, "quantize %s %s.again --type q4_0", q, q), 1);
+    cr_assert(strstr(out, "tensor 'blk.0.attn_q.weight' is already Q5_0; requantizing loses quality (pass --allow-requantize)\n"), "%s", out);
+    free(out);
+    cr_assert_eq(minfer(&out, "quantize %s %s.pure --type q8_0 --pure", model, q), 0, "%s", out);
+    free(out);
+}
+
+Test(cli, help_and_version_exit_zero)
+{
+    char *out;
+    cr_assert_eq(minfer(&out, "--help"), 0);
+    cr_assert(strstr(out, "minfer info FILE"), "%s", out);
+    free(out);
+    cr_assert_eq(minfer(&out, "quantize --help"), 0);
+    cr_assert(strstr(out, "q4_k_m"), "%s", out);
+    free(out);
+}
