@@ -73,7 +73,7 @@ local nvcc = find_nvcc()
 -- Sources, one concern per file (see each file's first comment).
 local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quantize_recipe", "cmd_info", "cmd_quantize" }
-local cuda_sources = {}
+local cuda_sources = { "device", "quantize_q8_1" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant",
                 "test_quant_reference", "test_recipe", "test_cli" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
@@ -136,6 +136,8 @@ edge(("build %s/minfer: link %s/obj/runtime/main.o %s/libminfer.a"):format(B, B,
 edge(("build %s/obj/tools/demo_gguf.o: cc %s/tools/demo_gguf.c"):format(B, S))
 edge(("build %s/demo-gguf: link %s/obj/tools/demo_gguf.o %s/libminfer.a"):format(B, B, B))
 edge(("build %s/demo.gguf: demo_gguf %s/demo-gguf"):format(B, B))
+edge(("build %s/obj/tools/quant_rmse.o: cc %s/tools/quant_rmse.c"):format(B, S))
+edge(("build %s/quant-rmse: link %s/obj/tools/quant_rmse.o %s/libminfer.a"):format(B, B, B))
 edge(("build %s/demo-q4_k_m.gguf: quantize %s/demo.gguf | %s/minfer\n  type = q4_k_m"):format(B, B, B))
 
 local test_objs = {}
@@ -149,7 +151,12 @@ table.insert(test_objs, B .. "/obj/tests/support.o")
 edge(("build %s/minfer-tests: link %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
   B, table.concat(test_objs, " "), B))
 edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf"):format(B, B, B))
-local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf" }
+local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse" }
+if nvcc then
+  edge(("build %s/obj/tests/cuda_tests.o: cc %s/tests/cuda/cuda_tests.c"):format(B, S))
+  edge(("build %s/minfer-cuda-tests: link %s/obj/tests/cuda_tests.o %s/libminfer.a"):format(B, B, B))
+  table.insert(defaults, B .. "/minfer-cuda-tests")
+end
 if fuzz_cc then
   edge(("build %s/fuzz-gguf: fuzz_link %s"):format(B, table.concat(fuzz_sources, " ")))
   table.insert(defaults, B .. "/fuzz-gguf")

@@ -6,6 +6,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct error {
     char msg[512]; /* one line, no trailing newline; "" when no error */
 };
@@ -16,5 +20,9 @@ int fail(struct error *e, const char *fmt, ...) __attribute__((format(printf, 2,
 
 /* Prefixes an existing message: "prefix: old message". Returns -1. */
 int fail_prefix(struct error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

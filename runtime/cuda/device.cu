@@ -1,0 +1,93 @@
+/* device.cu: the CUDA device layer (see device.h). */
+#include "device.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+static int check(cudaError_t rc, const char *site, struct error *e)
+{
+    if (rc == cudaSuccess)
+        return 0;
+    return fail(e, "cuda: %s: %s (%s)", site, cudaGetErrorName(rc), cudaGetErrorString(rc));
+}
+
+int cuda_device_count(int *n, struct error *e)
+{
+    *n = 0;
+    cudaError_t rc = cudaGetDeviceCount(n);
+    if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver) {
+        cudaGetLastError(); /* not an error for the caller: there is simply no GPU */
+        *n = 0;
+        return 0;
+    }
+    return check(rc, "cudaGetDeviceCount", e);
+}
+
+int cuda_device_query(int id, struct cuda_device_info *info, struct error *e)
+{
+    cudaDeviceProp p;
+    memset(info, 0, sizeof *info);
+    if (check(cudaGetDeviceProperties(&p, id), "cudaGetDeviceProperties", e) ||
+        check(cudaSetDevice(id), "cudaSetDevice", e) ||
+        check(cudaMemGetInfo(&info->free_bytes, &info->total_bytes), "cudaMemGetInfo", e))
+        return -1;
+    info->id = id;
+    snprintf(info->name, sizeof info->name, "%s", p.name);
+    info->sm_major = p.major;
+    info->sm_minor = p.minor;
+    info->sm_count = p.multiProcessorCount;
+    info->smem_optin_bytes = p.sharedMemPerBlockOptin;
+    return 0;
+}
+
+int cuda_alloc(void **p, size_t bytes, const char *what, struct error *e)
+{
+    *p = NULL;
+    cudaError_t rc = cudaMalloc(p, bytes);
+    if (rc == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* clear, so the next launch is not blamed for it */
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        return fail(e, "cuda: out of device memory allocating '%s' (%zu bytes; %zu of %zu free)", what, bytes,
+                    free_b, total_b);
+    }
+    if (rc != cudaSuccess)
+        return fail(e, "cuda: cudaMalloc '%s' (%zu bytes): %s", what, bytes, cudaGetErrorName(rc));
+    return 0;
+}
+
+void cuda_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+
+int cuda_upload(void *dst, const void *src, size_t bytes, struct error *e)
+{
+    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy host to device", e);
+}
+
+int cuda_download(void *dst, const void *src, size_t bytes, struct error *e)
+{
+    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host", e);
+}
+
+int cuda_sync(struct error *e) { return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", e); }
+
+int cuda_launch_begin(const char *site, struct error *e)
+{
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess)
+        return fail(e, "cuda: before launching %s: an earlier call left %s latched (not caused by %s)", site,
+                    cudaGetErrorName(rc), site);
+    return 0;
+}
+
+int cuda_launch_end(const char *site, struct error *e)
+{
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess)
+        return fail(e, "cuda: launch of %s failed: %s (%s)", site, cudaGetErrorName(rc), cudaGetErrorString(rc));
+    return 0;
+}

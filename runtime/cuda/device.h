@@ -1,0 +1,48 @@
+/* device.h: the CUDA device layer, callable from C. device.cu is the only
+ * file that calls the CUDA runtime API; every call is checked where it is
+ * made and a failure names the site, the CUDA error and the values. */
+#ifndef MINFER_CUDA_DEVICE_H
+#define MINFER_CUDA_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cuda_device_info {
+    int id;
+    char name[256];
+    int sm_major, sm_minor;   /* compute capability */
+    int sm_count;
+    size_t total_bytes, free_bytes;
+    size_t smem_optin_bytes;  /* opt-in shared memory per block */
+};
+
+/* Number of usable devices; 0 (and success) when there is no driver or GPU,
+ * so callers can report "skipped" rather than fail. */
+int cuda_device_count(int *n, struct error *e);
+int cuda_device_query(int id, struct cuda_device_info *info, struct error *e);
+
+/* Device memory. An allocation failure is an error naming `what` and the
+ * size, never a crash. */
+int cuda_alloc(void **p, size_t bytes, const char *what, struct error *e);
+void cuda_free(void *p);
+int cuda_upload(void *dst, const void *src, size_t bytes, struct error *e);
+int cuda_download(void *dst, const void *src, size_t bytes, struct error *e);
+int cuda_sync(struct error *e);
+
+/* Launch discipline: call launch_begin before a <<<>>> launch (it reports an
+ * error latched by an earlier call as latched, not as this kernel's), and
+ * launch_end right after it (which reports the launch's own failure). */
+int cuda_launch_begin(const char *site, struct error *e);
+int cuda_launch_end(const char *site, struct error *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,167 @@
+/* cuda_tests.c: the GPU test suite. A plain runner rather than Criterion
+ * because the GPU machine has no Criterion, and because CUDA must be
+ * initialized in the process that uses it. Without a GPU every test reports
+ * skipped. Last line: "cuda: N passed, N failed, N skipped". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "cuda/quantize_q8_1.h"
+#include "half.h"
+#include "quant.h"
+
+static int failures_in_test;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            printf("    %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
+            printf(__VA_ARGS__);                                            \
+            printf("\n");                                                   \
+            failures_in_test++;                                             \
+            return;                                                         \
+        }                                                                   \
+    } while (0)
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float normal(void)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        u[i] = ((double)((rng * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
+static void device_is_described(void)
+{
+    struct cuda_device_info info;
+    struct error e;
+    CHECK(cuda_device_query(0, &info, &e) == 0, "%s", e.msg);
+    printf("    %s: sm_%d%d, %d SMs, %.1f GiB (%.1f free), %zu KiB opt-in smem\n", info.name, info.sm_major,
+           info.sm_minor, info.sm_count, (double)info.total_bytes / 1073741824.0,
+           (double)info.free_bytes / 1073741824.0, info.smem_optin_bytes / 1024);
+    CHECK(info.name[0] && info.sm_count > 0 && info.sm_major >= 7, "implausible device");
+}
+
+static void upload_download_round_trip(void)
+{
+    size_t n = 1 << 20;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint8_t)(i * 2654435761u >> 13);
+    void *d;
+    struct error e;
+    CHECK(cuda_alloc(&d, n, "round trip", &e) == 0, "%s", e.msg);
+    int ok = cuda_upload(d, a, n, &e) == 0 && cuda_download(b, d, n, &e) == 0;
+    cuda_free(d);
+    CHECK(ok, "%s", e.msg);
+    CHECK(memcmp(a, b, n) == 0, "bytes differ after the round trip");
+    free(a);
+    free(b);
+}
+
+static void out_of_memory_is_an_error(void)
+{
+    void *d;
+    struct error e;
+    CHECK(cuda_alloc(&d, (size_t)1 << 50, "huge", &e) == -1, "a 1 PiB allocation succeeded");
+    CHECK(strstr(e.msg, "out of device memory allocating 'huge' (1125899906842624 bytes;"), "%s", e.msg);
+    /* The failure must not be left latched for the next launch to take. */
+    CHECK(cuda_launch_begin("next kernel", &e) == 0, "%s", e.msg);
+}
+
+/* GPU Q8_1 against the CPU reference, byte for byte, at the model widths
+ * the kernels will see and at extreme scales. */
+static void quantize_q8_1_matches_cpu(void)
+{
+    static const int64_t sizes[] = { 32, 896, 4096, 4864, 12288, 151936 };
+    static const float scales[] = { 1.0f, 1e-4f, 3e3f, 0.0f };
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        for (size_t sc = 0; sc < sizeof scales / sizeof scales[0]; sc++) {
+            int64_t n = sizes[si];
+            size_t qbytes = (size_t)(n / 32) * 36;
+            float *x = malloc((size_t)n * sizeof *x);
+            uint8_t *cpu = malloc(qbytes), *gpu = malloc(qbytes);
+            for (int64_t i = 0; i < n; i++)
+                x[i] = normal() * scales[sc];
+            quant_q8_1(x, cpu, n);
+            void *dx, *dy;
+            struct error e;
+            CHECK(cuda_alloc(&dx, (size_t)n * 4, "x", &e) == 0 && cuda_alloc(&dy, qbytes, "y", &e) == 0, "%s",
+                  e.msg);
+            int ok = cuda_upload(dx, x, (size_t)n * 4, &e) == 0 && cuda_quantize_q8_1(dx, dy, n, NULL, &e) == 0 &&
+                     cuda_sync(&e) == 0 && cuda_download(gpu, dy, qbytes, &e) == 0;
+            cuda_free(dx);
+            cuda_free(dy);
+            CHECK(ok, "%s", e.msg);
+            size_t first = qbytes;
+            for (size_t i = 0; i < qbytes && first == qbytes; i++)
+                if (cpu[i] != gpu[i])
+                    first = i;
+            if (first != qbytes) {
+                const uint8_t *c = cpu + first / 36 * 36, *g = gpu + first / 36 * 36;
+                printf("    block %zu: cpu d=%g s=%g codes", first / 36, (double)load_f16(c), (double)load_f16(c + 2));
+                for (int j = 0; j < 32; j++)
+                    printf(" %d", (int8_t)c[4 + j]);
+                printf("\n    block %zu: gpu d=%g s=%g codes", first / 36, (double)load_f16(g), (double)load_f16(g + 2));
+                for (int j = 0; j < 32; j++)
+                    printf(" %d", (int8_t)g[4 + j]);
+                printf("\n");
+            }
+            CHECK(first == qbytes, "n=%lld scale=%g: first differing byte %zu", (long long)n, (double)scales[sc],
+                  first);
+            free(x);
+            free(cpu);
+            free(gpu);
+        }
+    }
+}
+
+static void quantize_q8_1_refuses_ragged_length(void)
+{
+    struct error e;
+    CHECK(cuda_quantize_q8_1(NULL, NULL, 33, NULL, &e) == -1, "accepted n=33");
+    CHECK(strcmp(e.msg, "quantize_q8_1: length 33 is not a positive multiple of 32") == 0, "%s", e.msg);
+}
+
+static const struct {
+    const char *name;
+    void (*run)(void);
+} tests[] = {
+    { "device_is_described", device_is_described },
+    { "upload_download_round_trip", upload_download_round_trip },
+    { "out_of_memory_is_an_error", out_of_memory_is_an_error },
+    { "quantize_q8_1_matches_cpu", quantize_q8_1_matches_cpu },
+    { "quantize_q8_1_refuses_ragged_length", quantize_q8_1_refuses_ragged_length },
+};
+
+int main(void)
+{
+    int n_dev = 0, passed = 0, failed = 0, skipped = 0;
+    struct error e;
+    if (cuda_device_count(&n_dev, &e)) {
+        printf("cuda: %s\n", e.msg);
+        n_dev = 0;
+        failed++;
+    }
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (n_dev == 0) {
+            printf("[SKIP] cuda::%s (no CUDA device)\n", tests[i].name);
+            skipped++;
+            continue;
+        }
+        failures_in_test = 0;
+        tests[i].run();
+        printf("[%s] cuda::%s\n", failures_in_test ? "FAIL" : "PASS", tests[i].name);
+        failures_in_test ? failed++ : passed++;
+    }
+    printf("cuda: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}

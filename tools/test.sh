@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite, as the README and CI run it:
+#   1. the release build and its Criterion suite (CUDA compiled in when nvcc
+#      exists; GPU tests report skipped without a GPU);
+#   2. an ASan+UBSan build of the same suite;
+#   3. the GGUF reader's libFuzzer target for 60 seconds under ASan+UBSan.
+# Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+passed=0 failed=0 skipped=0
+log=$(mktemp -d)
+
+count_criterion() { # adds a Criterion run's synthesis line to the totals
+    local line
+    line=$(grep -a "Synthesis: Tested:" "$1" | tail -1)
+    if [ -z "$line" ]; then failed=$((failed + 1)); return; fi
+    local pass fail crash
+    pass=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$line")
+    fail=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
+    crash=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
+    passed=$((passed + pass)); failed=$((failed + fail))
+    [ "$crash" -gt 0 ] && echo "test.sh: $crash crashing tests are counted among the failing"
+}
+
+suite() { # name, configure options...
+    local name=$1; shift
+    echo "== $name"
+    if ! lua5.4 configure.lua "$@" || ! ninja -C "$dir" >"$log/$name.build" 2>&1; then
+        cat "$log/$name.build"; echo "test.sh: $name: build failed"; failed=$((failed + 1)); return
+    fi
+    ninja -C "$dir" test 2>&1 | tee "$log/$name.out"
+    count_criterion "$log/$name.out"
+    if [ -x "$dir/minfer-cuda-tests" ]; then
+        "$dir/minfer-cuda-tests" 2>&1 | tee "$log/$name.cuda"
+        local line
+        line=$(grep -aE '^cuda: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log/$name.cuda" | tail -1)
+        if [ -z "$line" ]; then failed=$((failed + 1)); else
+            read -r p f s < <(sed -E 's/^cuda: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/' <<<"$line")
+            passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+        fi
+    fi
+}
+
+dir=build suite release --builddir=build
+dir=build-asan suite sanitized --builddir=build-asan --no-cuda --debug --sanitize=address,undefined
+
+echo "== fuzz (60 s)"
+if [ -x build/fuzz-gguf ]; then
+    corpus=$(mktemp -d)
+    cp tests/fuzz/corpus/* "$corpus/"
+    if build/fuzz-gguf -max_total_time=60 -print_final_stats=1 -artifact_prefix="$log/" "$corpus" \
+        >"$log/fuzz.out" 2>&1; then
+        passed=$((passed + 1)); tail -3 "$log/fuzz.out"
+    else
+        failed=$((failed + 1)); tail -40 "$log/fuzz.out"
+        echo "test.sh: the fuzzer found a crash; its input is in $log (add it as a regression test)"
+    fi
+    rm -rf "$corpus"
+else
+    echo "test.sh: build/fuzz-gguf missing (clang not installed)"; failed=$((failed + 1))
+fi
+
+echo "summary: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
