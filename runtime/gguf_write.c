@@ -325,7 +325,7 @@ int gguf_write_begin(struct gguf_writer *w, const char *path, struct error *e)
     snprintf(w->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
     w->f = fopen(w->tmp_path, "wb");
     if (!w->f)
-        return fail(e, "%s: cannot create: %s", w->tmp_path, strerror(errno));
+        return fail(e, "%s: cannot create: %s", path, strerror(errno));
     struct bytes h = { 0 };
     if (encode_header(w, &h)) {
         free(h.p);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "gguf.h"
+#include "half.h"
 #include "support.h"
 #include "tensor_type.h"
 
@@ -150,6 +151,45 @@ Test(cli, quantize_q4_k_m_applies_the_recipe, .timeout = 120)
     cr_assert(strstr(out, "tensor 'blk.0.attn_q.weight' is already Q5_0; requantizing loses quality (pass --allow-requantize)\n"), "%s", out);
     free(out);
     cr_assert_eq(minfer(&out, "quantize %s %s.pure --type q8_0 --pure", model, q), 0, "%s", out);
+    free(out);
+}
+
+/* F32 -> F16 -> F32 through the command must give exactly the f16-rounded
+ * weights (and untouched F32 norms), tensor by tensor. */
+Test(cli, quantize_f16_round_trip_is_exact, .timeout = 120)
+{
+    const char *model = demo_model(), *f16 = temp_path(".gguf"), *back = temp_path(".gguf");
+    char *out;
+    cr_assert_eq(minfer(&out, "quantize %s %s --type f16", model, f16), 0, "%s", out);
+    free(out);
+    cr_assert_eq(minfer(&out, "quantize %s %s --type f32", f16, back), 0, "%s", out);
+    free(out);
+    struct gguf a, b;
+    struct error e;
+    cr_assert_eq(gguf_open(&a, model, &e), 0, "%s", e.msg);
+    cr_assert_eq(gguf_open(&b, back, &e), 0, "%s", e.msg);
+    cr_assert_eq(a.n_tensors, b.n_tensors);
+    for (uint64_t i = 0; i < a.n_tensors; i++) {
+        const struct gguf_tensor *ta = &a.tensors[i], *tb = &b.tensors[i];
+        cr_assert_eq(tb->type, TYPE_F32);
+        for (uint64_t k = 0; k < ta->n_elems; k++) {
+            float x, y;
+            memcpy(&x, ta->data + 4 * k, 4);
+            memcpy(&y, tb->data + 4 * k, 4);
+            float want = ta->n_dims > 1 ? f16_to_f32(f32_to_f16(x)) : x;
+            cr_assert_eq(y, want, "tensor %llu element %llu", (unsigned long long)i, (unsigned long long)k);
+        }
+    }
+    gguf_free(&a);
+    gguf_free(&b);
+}
+
+Test(cli, quantize_to_an_unwritable_place_names_it)
+{
+    const char *model = demo_model();
+    char *out;
+    cr_assert_eq(minfer(&out, "quantize %s /nonexistent/dir/out.gguf --type q8_0", model), 1);
+    cr_assert_str_eq(out, "minfer: quantize: /nonexistent/dir/out.gguf: cannot create: No such file or directory\n");
     free(out);
 }
 
