@@ -74,11 +74,13 @@ local nvcc = find_nvcc()
 local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize" }
 local cuda_sources = { "device", "quantize_q8_1" }
+local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
 
-local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow",
+-- -Wno-format-truncation: error messages are bounded single lines by design.
+local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wno-format-truncation",
                  "-Wstrict-prototypes", "-Wmissing-prototypes", "-ffp-contract=off", "-g", "-Iruntime" }
 local ldflags = {}
 table.insert(cflags, opts.debug and "-O0" or "-O2")
@@ -140,6 +142,14 @@ edge(("build %s/obj/tools/quant_rmse.o: cc %s/tools/quant_rmse.c"):format(B, S))
 edge(("build %s/quant-rmse: link %s/obj/tools/quant_rmse.o %s/libminfer.a"):format(B, B, B))
 edge(("build %s/demo-q4_k_m.gguf: quantize %s/demo.gguf | %s/minfer\n  type = q4_k_m"):format(B, B, B))
 
+local compiler_objs = {}
+for _, f in ipairs(compiler) do
+  local o = B .. "/obj/compiler/" .. f .. ".o"
+  edge(("build %s: cc %s/compiler/%s.c\n  extra_cflags = -I%s/compiler %s"):format(o, S, f, S, lua_cflags))
+  table.insert(compiler_objs, o)
+end
+edge(("build %s/minfer-compile: link %s %s/libminfer.a\n  extra_libs = %s"):format(B, table.concat(compiler_objs, " "), B, lua_libs))
+
 local test_objs = {}
 for _, f in ipairs(tests) do
   local o = B .. "/obj/tests/" .. f .. ".o"
@@ -151,7 +161,8 @@ table.insert(test_objs, B .. "/obj/tests/support.o")
 edge(("build %s/minfer-tests: link %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
   B, table.concat(test_objs, " "), B))
 edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf"):format(B, B, B))
-local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse" }
+local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
+                   B .. "/minfer-compile" }
 if nvcc then
   edge(("build %s/obj/tests/cuda_tests.o: cc %s/tests/cuda/cuda_tests.c"):format(B, S))
   edge(("build %s/minfer-cuda-tests: link %s/obj/tests/cuda_tests.o %s/libminfer.a"):format(B, B, B))

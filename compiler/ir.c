@@ -1,0 +1,72 @@
+/* ir.c: small shared helpers over the IR (see ir.h). */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *ir_op_name(int op)
+{
+    static const char *const names[] = {
+#define NAME(name, nsrc, nw, fused, doc) #name,
+        GRAPH_OPS(NAME)
+#undef NAME
+    };
+    if (op == IR_OP_CARRY)
+        return "CARRY";
+    return op >= 0 && op < OP_COUNT ? names[op] : "?";
+}
+
+int ir_op_sources(int op)
+{
+    static const int n[] = {
+#define NSRC(name, nsrc, nw, fused, doc) nsrc,
+        GRAPH_OPS(NSRC)
+#undef NSRC
+    };
+    return op >= 0 && op < OP_COUNT ? n[op] : 0;
+}
+
+void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const char *prefix, char storage[][48])
+{
+    for (int i = 0; i < EXPR_SYMBOLS; i++) {
+        if (i < ir->n_hp)
+            snprintf(storage[i], 48, "%s%s", prefix, ir->hp[i].name);
+        else
+            snprintf(storage[i], 48, i == IR_SYM_NT ? "nt" : "sym%d", i);
+        names[i] = storage[i];
+    }
+}
+
+void ir_shape_text(const struct ir *ir, const struct ir_node *n, char *buf, size_t size)
+{
+    const char *names[EXPR_SYMBOLS];
+    char storage[EXPR_SYMBOLS][48];
+    ir_symbol_names(ir, names, "", storage);
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < n->n_dims && len < size; d++) {
+        if (d)
+            len += (size_t)snprintf(buf + len, size - len, ", ");
+        int w = expr_to_c(&n->ne[d], names, buf + len, size - len);
+        if (w < 0)
+            return;
+        len += (size_t)w;
+    }
+    if (len < size)
+        snprintf(buf + len, size - len, "]");
+}
+
+int ir_find_hparam(const struct ir *ir, const char *name)
+{
+    for (int i = 0; i < ir->n_hp; i++)
+        if (strcmp(ir->hp[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int ir_find_tensor(const struct ir *ir, const char *field)
+{
+    for (int i = 0; i < ir->n_t; i++)
+        if (strcmp(ir->t[i].field, field) == 0)
+            return i;
+    return -1;
+}

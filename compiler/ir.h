@@ -1,0 +1,106 @@
+/* ir.h: the compiler's picture of one architecture: its hyperparameters and
+ * tensors (from the description's tables) and the traced forward pass as a
+ * list of nodes in execution order. Passes annotate and rewrite it in place;
+ * the emitter turns it into C. */
+#ifndef MINFER_COMPILER_IR_H
+#define MINFER_COMPILER_IR_H
+
+#include <stdbool.h>
+
+#include "ast.h"
+#include "expr.h"
+#include "graph_ops.h"
+
+#define IR_MAX_HPARAMS 48
+#define IR_MAX_TENSORS 64
+#define IR_MAX_NODES 512
+#define IR_MAX_CARRIED 4
+#define IR_SYM_NT (EXPR_SYMBOLS - 1) /* the token count, the one shape symbol that is not a hyperparameter */
+
+/* Compiler-only pseudo-op: a loop body's view of a carried value. */
+#define IR_OP_CARRY OP_COUNT
+
+enum hp_kind { HP_INT, HP_FLOAT };
+enum hp_source { HP_GGUF, HP_ARRAY_LENGTH, HP_DERIVED };
+enum region { REGION_PRE, REGION_BODY, REGION_POST };
+
+struct ir_hparam {
+    char name[32];
+    enum hp_kind kind;
+    enum hp_source source;
+    char key[128];      /* GGUF key with {arch} substituted (HP_GGUF, HP_ARRAY_LENGTH) */
+    bool has_default;   /* absent key: use def / fdef */
+    struct ast def;     /* integer default or derivation */
+    char def_text[96];
+    double fdef;        /* float default */
+    int line;
+    /* specialization: a concrete value, when compiling for one model */
+    bool fixed;
+    int64_t value;
+    double fvalue;
+};
+
+struct ir_tensor {
+    char field[32];      /* member name in the generated weights struct */
+    char pattern[64];    /* GGUF name; "%d" is the layer number */
+    bool per_layer, optional;
+    int fallback;        /* tensor bound when this one is absent, or -1 */
+    int n_dims;
+    struct expr ne[4];
+    char ne_text[4][96]; /* as written */
+    int line;
+};
+
+struct ir_node {
+    int op;               /* enum op, or IR_OP_CARRY */
+    int n_src;
+    int src[4];           /* node indices */
+    int weight[6];        /* tensor indices, -1 when unused */
+    int n_dims;
+    struct expr ne[4];
+    int dtype;            /* enum act_type */
+    int fattr;            /* float hyperparameter (eps, rope base), or -1 */
+    struct expr iattr;    /* HEADS: head size; PART: output index */
+    int carry;            /* IR_OP_CARRY: which carried value */
+    enum region region;
+    int line;             /* description line that created it */
+    bool dead;            /* folded into another node by fusion */
+    int alias;            /* shares this node's buffer (views, in-place ops), or -1 */
+    int slot;             /* memory plan: arena slot, -1 for none */
+    const char *fused_by; /* name of the fusion rule that made it */
+};
+
+struct ir {
+    char file[256];       /* the description, as named on the command line */
+    char name[32];        /* architecture name (file stem) */
+    char gguf_arch[32];   /* general.architecture value */
+    struct ir_hparam hp[IR_MAX_HPARAMS];
+    int n_hp;
+    struct ir_tensor t[IR_MAX_TENSORS];
+    int n_t;
+    struct ir_node node[IR_MAX_NODES];
+    int n_node;
+    int n_layer_hp;       /* hparam giving the layer loop's count */
+    int n_carried;
+    int carried_init[IR_MAX_CARRIED];  /* value entering the loop */
+    int carried_param[IR_MAX_CARRIED]; /* IR_OP_CARRY node in the body */
+    int carried_out[IR_MAX_CARRIED];   /* value leaving each iteration */
+    int result;                        /* the forward's return value */
+    bool traced_loop;
+};
+
+/* Descriptive names for messages and dumps. */
+const char *ir_op_name(int op);
+int ir_op_sources(int op);
+
+/* Symbol names for expr_to_c / dumps: hparams by name, nt as "nt". */
+void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const char *prefix, char storage[][48]);
+
+/* Formats a node's shape as "[a, b, c]" into buf. */
+void ir_shape_text(const struct ir *ir, const struct ir_node *n, char *buf, size_t size);
+
+/* The symbol id of hparam i is i; expressions index hparams directly. */
+int ir_find_hparam(const struct ir *ir, const char *name);
+int ir_find_tensor(const struct ir *ir, const char *field);
+
+#endif
