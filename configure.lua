@@ -74,7 +74,8 @@ local nvcc = find_nvcc()
 local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize" }
 local cuda_sources = { "device", "quantize_q8_1" }
-local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "dump" }
+local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
+                   "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }

@@ -19,6 +19,8 @@ static void node_args(FILE *f, const struct ir *ir, const struct ir_node *n)
             fprintf(f, "%s%s", n->n_src || i ? ", " : "", ir->t[n->weight[i]].field);
     if (n->fattr >= 0)
         fprintf(f, ", %s", ir->hp[n->fattr].name);
+    if (n->fattr2 >= 0)
+        fprintf(f, ", %s", ir->hp[n->fattr2].name);
 }
 
 void dump_ir(FILE *f, const struct ir *ir, const char *title)

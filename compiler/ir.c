@@ -70,3 +70,30 @@ int ir_find_tensor(const struct ir *ir, const char *field)
             return i;
     return -1;
 }
+
+int ir_consumers(const struct ir *ir, int id, int *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < ir->n_node; i++) {
+        const struct ir_node *c = &ir->node[i];
+        if (c->dead)
+            continue;
+        for (int s = 0; s < c->n_src; s++) {
+            if (c->src[s] == id) {
+                if (n < max)
+                    out[n] = i;
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+int ir_external_uses(const struct ir *ir, int id)
+{
+    int n = ir->result == id;
+    for (int i = 0; i < ir->n_carried; i++)
+        n += ir->carried_out[i] == id || ir->carried_init[i] == id;
+    return n;
+}

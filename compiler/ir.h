@@ -60,6 +60,7 @@ struct ir_node {
     struct expr ne[4];
     int dtype;            /* enum act_type */
     int fattr;            /* float hyperparameter (eps, rope base), or -1 */
+    int fattr2;           /* a second one (HEAD_NORM_ROPE: the rope base), or -1 */
     struct expr iattr;    /* HEADS: head size; PART: output index */
     int carry;            /* IR_OP_CARRY: which carried value */
     enum region region;
@@ -88,6 +89,12 @@ struct ir {
     int result;                        /* the forward's return value */
     bool traced_loop;
 };
+
+/* Live nodes reading node id (sources only), up to max, in order; returns
+ * how many there are. ir_external_uses counts references from the loop's
+ * carried values and the forward's result. */
+int ir_consumers(const struct ir *ir, int id, int *out, int max);
+int ir_external_uses(const struct ir *ir, int id);
 
 /* Descriptive names for messages and dumps. */
 const char *ir_op_name(int op);

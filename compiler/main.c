@@ -10,6 +10,7 @@
 
 #include "describe.h"
 #include "dump.h"
+#include "pass_fuse.h"
 #include "pass_shape.h"
 #include "trace.h"
 
@@ -69,6 +70,28 @@ int main(int argc, char **argv)
         return 1;
     }
     if (o.dump)
-        dump_ir(stdout, &ir, "after shape check");
+        dump_ir(stdout, &ir, "after trace and shape check");
+    FILE *dot = NULL;
+    if (o.dot) {
+        dot = fopen(o.dot, "w");
+        if (!dot) {
+            fprintf(stderr, "minfer-compile: cannot write %s\n", o.dot);
+            return 1;
+        }
+        dump_dot_begin(dot, &ir);
+        dump_dot_layer(dot, &ir, "one layer before fusion", 0);
+    }
+    pass_fuse(&ir, NULL);
+    if (pass_shape(&ir, &e)) {
+        fprintf(stderr, "minfer-compile: after fusion: %s\n", e.msg);
+        return 1;
+    }
+    if (o.dump)
+        dump_ir(stdout, &ir, "after fusion");
+    if (dot) {
+        dump_dot_layer(dot, &ir, "after fusion", 1);
+        dump_dot_end(dot);
+        fclose(dot);
+    }
     return 0;
 }

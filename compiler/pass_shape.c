@@ -188,12 +188,16 @@ static int infer(struct ctx *c, struct ir_node *n)
         copy_shape(n, s0);
         return 0;
     }
-    case OP_ADD_BIAS:
+    case OP_ADD_BIAS: {
         if (want_dims(c, n, s0, 2, "input") || want_1d_weight(c, n, n->weight[0], &s0->ne[0], "the row length"))
             return -1;
+        int readers[2];
+        if (ir_consumers(ir, n->src[0], readers, 2) != 1 || ir_external_uses(ir, n->src[0]))
+            return nfail(c, n, "the bias is added in place, so its input may have no other use%s%s", "", "");
         copy_shape(n, s0);
         n->alias = n->src[0];
         return 0;
+    }
     case OP_SILU:
         if (want_dims(c, n, s0, s0->n_dims ? s0->n_dims : 1, "input"))
             return -1;

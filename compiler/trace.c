@@ -110,6 +110,7 @@ static int record(lua_State *L, int op, int n_src, const int *src, int n_w, cons
     for (int i = 0; i < 6; i++)
         n->weight[i] = i < n_w ? w[i] : -1;
     n->fattr = -1;
+    n->fattr2 = -1;
     n->alias = -1;
     n->slot = -1;
     n->region = state(L)->region;

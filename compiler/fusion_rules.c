@@ -1,0 +1,176 @@
+/* fusion_rules.c: minfer's fusion patterns (see fusion_rules.h). The order
+ * of the table is the order of application: later rules see the ops earlier
+ * ones made (the Q8 norm, last, needs to know every matmul-family reader). */
+#include "fusion_rules.h"
+
+#include <string.h>
+
+#define MAX_READERS 8
+
+/* Whether node id has exactly one reader, which is `reader`, and no
+ * reference from outside the node list. */
+static bool only_read_by(const struct ir *ir, int id, int reader)
+{
+    int r[MAX_READERS];
+    return ir_consumers(ir, id, r, MAX_READERS) == 1 && r[0] == reader && ir_external_uses(ir, id) == 0;
+}
+
+static struct ir_node *N(struct ir *ir, int id) { return &ir->node[id]; }
+
+static void absorb(struct ir *ir, int id, const char *rule, int into)
+{
+    N(ir, id)->dead = true;
+    N(ir, into)->fused_by = rule;
+}
+
+/* ADD_BIAS(MATMUL(x, w), b) -> MATMUL(x, w, bias b) */
+static bool matmul_bias(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    int m = n->src[0];
+    if (N(ir, m)->op != OP_MATMUL || N(ir, m)->weight[1] >= 0 || !only_read_by(ir, m, i))
+        return false;
+    int bias = n->weight[0];
+    n->op = OP_MATMUL;
+    n->src[0] = N(ir, m)->src[0];
+    n->weight[0] = N(ir, m)->weight[0];
+    n->weight[1] = bias;
+    n->alias = -1;
+    absorb(ir, m, "matmul_bias", i);
+    return true;
+}
+
+/* MUL(SILU(a), b) or MUL(b, SILU(a)) -> SWIGLU(a, b) */
+static bool silu_mul(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    for (int side = 0; side < 2; side++) {
+        int s = n->src[side], other = n->src[1 - side];
+        if (N(ir, s)->op == OP_SILU && only_read_by(ir, s, i)) {
+            n->op = OP_SWIGLU;
+            n->src[0] = N(ir, s)->src[0];
+            n->src[1] = other;
+            absorb(ir, s, "silu_mul", i);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* SWIGLU(MATMUL(x, wg), MATMUL(x, wu)) -> FFN_SWIGLU(x; wg, wu) */
+static bool gate_up_pair(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    int g = n->src[0], u = n->src[1];
+    const struct ir_node *gn = N(ir, g), *un = N(ir, u);
+    if (gn->op != OP_MATMUL || un->op != OP_MATMUL || gn->src[0] != un->src[0] || gn->weight[1] >= 0 ||
+        un->weight[1] >= 0 || !only_read_by(ir, g, i) || !only_read_by(ir, u, i))
+        return false;
+    n->op = OP_FFN_SWIGLU;
+    n->n_src = 1;
+    n->src[0] = gn->src[0];
+    n->weight[0] = gn->weight[0];
+    n->weight[1] = un->weight[0];
+    absorb(ir, g, "gate_up_pair", i);
+    absorb(ir, u, "gate_up_pair", i);
+    return true;
+}
+
+/* ROPE(HEAD_NORM(x, w, eps), base) -> HEAD_NORM_ROPE(x; w, eps, base) */
+static bool head_norm_rope(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    int h = n->src[0];
+    if (N(ir, h)->op != OP_HEAD_NORM || !only_read_by(ir, h, i))
+        return false;
+    n->op = OP_HEAD_NORM_ROPE;
+    n->fattr2 = n->fattr;
+    n->fattr = N(ir, h)->fattr;
+    n->weight[0] = N(ir, h)->weight[0];
+    n->src[0] = N(ir, h)->src[0];
+    absorb(ir, h, "head_norm_rope", i);
+    return true;
+}
+
+/* ADD(MATMUL(x, w), r) or ADD(r, MATMUL(x, w)) -> MATMUL_ADD(x, r; w) */
+static bool residual_epilogue(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    for (int side = 0; side < 2; side++) {
+        int m = n->src[side], r = n->src[1 - side];
+        if (N(ir, m)->op == OP_MATMUL && only_read_by(ir, m, i)) {
+            n->op = OP_MATMUL_ADD;
+            n->src[0] = N(ir, m)->src[0];
+            n->src[1] = r;
+            n->weight[0] = N(ir, m)->weight[0];
+            n->weight[1] = N(ir, m)->weight[1];
+            absorb(ir, m, "residual_epilogue", i);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Three MATMULs of one input -> MATMUL_QKV writing q (this node) and two
+ * PART outputs (the other two nodes, which keep their ids and readers). */
+static bool qkv(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    int readers[MAX_READERS], mm[3], k = 0;
+    int c = ir_consumers(ir, n->src[0], readers, MAX_READERS);
+    for (int r = 0; r < c && r < MAX_READERS; r++)
+        if (N(ir, readers[r])->op == OP_MATMUL && k < 3)
+            mm[k++] = readers[r];
+        else if (N(ir, readers[r])->op == OP_MATMUL)
+            return false; /* more than three */
+    if (k != 3 || mm[0] != i)
+        return false;
+    for (int j = 0; j < 3; j++) {
+        n->weight[j] = N(ir, mm[j])->weight[0];
+        n->weight[3 + j] = N(ir, mm[j])->weight[1];
+    }
+    n->op = OP_MATMUL_QKV;
+    n->fused_by = "qkv";
+    for (int j = 1; j < 3; j++) {
+        struct ir_node *p = N(ir, mm[j]);
+        p->op = OP_PART;
+        p->src[0] = i;
+        p->iattr = expr_const(j);
+        for (int w = 0; w < 6; w++)
+            p->weight[w] = -1;
+        p->fused_by = "qkv";
+    }
+    return true;
+}
+
+static bool reads_quantized(int op) { return op == OP_MATMUL || op == OP_MATMUL_QKV || op == OP_FFN_SWIGLU || op == OP_MATMUL_ADD; }
+
+/* RMS_NORM read only as the input (src 0) of matmuls -> RMS_NORM_Q8, which
+ * quantizes once for all of them. */
+static bool norm_q8(struct ir *ir, int i)
+{
+    int readers[MAX_READERS];
+    int c = ir_consumers(ir, i, readers, MAX_READERS);
+    if (c == 0 || c > MAX_READERS || ir_external_uses(ir, i))
+        return false;
+    for (int r = 0; r < c; r++) {
+        const struct ir_node *rd = N(ir, readers[r]);
+        if (!reads_quantized(rd->op) || rd->src[0] != i || (rd->n_src > 1 && rd->src[1] == i))
+            return false;
+    }
+    N(ir, i)->op = OP_RMS_NORM_Q8;
+    N(ir, i)->fused_by = "norm_q8";
+    return true;
+}
+
+const struct fusion_rule fusion_rules[] = {
+    { "matmul_bias", OP_ADD_BIAS, matmul_bias, "bias add becomes the matmul's epilogue" },
+    { "silu_mul", OP_MUL, silu_mul, "silu(a) * b becomes one SWIGLU" },
+    { "gate_up_pair", OP_SWIGLU, gate_up_pair, "gate and up matmuls of one input and their SWIGLU: one paired matmul" },
+    { "head_norm_rope", OP_ROPE, head_norm_rope, "per-head norm then RoPE in one op" },
+    { "residual_epilogue", OP_ADD, residual_epilogue, "matmul followed by the residual add: the add is its epilogue" },
+    { "qkv", OP_MATMUL, qkv, "Q, K and V matmuls of one input: one op, one read of the input" },
+    { "norm_q8", OP_RMS_NORM, norm_q8, "a norm read only by matmuls emits the Q8_1 activation they consume" },
+};
+
+const int fusion_rule_count = sizeof fusion_rules / sizeof fusion_rules[0];
