@@ -4,7 +4,7 @@
 -- Finds nvcc, Lua 5.4, re2c and Criterion; a missing requirement is one line
 -- naming the Debian package that provides it.
 
-local opts = { cuda = true, cuda_arch = "89,90", debug = false, sanitize = nil, builddir = "build" }
+local opts = { cuda = true, cuda_arch = "89,90", debug = false, sanitize = nil, builddir = "build", models = {} }
 
 local function die(msg)
   io.stderr:write("configure: ", msg, "\n")
@@ -18,7 +18,7 @@ local function parse_args(args)
     elseif a == "--debug" then opts.debug = true
     elseif a == "--help" or a == "-h" then
       print("usage: lua5.4 configure.lua [--no-cuda] [--cuda-arch=89,90] [--debug] " ..
-            "[--sanitize=address,undefined] [--builddir=DIR]")
+            "[--sanitize=address,undefined] [--builddir=DIR] [--model=PRESET|FILE.gguf ...]")
       os.exit(0)
     elseif k == "cuda-arch" then
       if not v:match("^%d+[%d,]*$") then die("--cuda-arch wants numbers like 89,90, got '" .. v .. "'") end
@@ -28,6 +28,9 @@ local function parse_args(args)
         if s ~= "address" and s ~= "undefined" then die("--sanitize accepts address,undefined, got '" .. s .. "'") end
       end
       opts.sanitize = v
+    elseif k == "model" then
+      if not (v:match("^[%w%.%-_]+$") or v:match("%.gguf$")) then die("--model wants a preset name or a .gguf file, got '" .. v .. "'") end
+      table.insert(opts.models, v)
     elseif k == "builddir" then
       if v == "" or v:match("[%s$:]") then die("--builddir must be a plain path, got '" .. v .. "'") end
       opts.builddir = v
@@ -70,12 +73,20 @@ require_tool("C compiler '" .. cc .. "'", cc .. " --version", "gcc")
 local fuzz_cc = run("clang --version") and "clang" or nil
 local nvcc = find_nvcc()
 
+-- The architectures: every description in archs/, in a fixed order.
+local archs = {}
+for f in (run("ls archs/*.lua") or ""):gmatch("[^\n]+") do
+  table.insert(archs, f:match("archs/([%w_]+)%.lua$"))
+end
+table.sort(archs)
+if #archs == 0 then die("no architecture descriptions in archs/") end
+
 -- Sources, one concern per file (see each file's first comment).
-local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "quant", "quant_legacy",
+local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize" }
 local cuda_sources = { "device", "quantize_q8_1" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
-                   "dump" }
+                   "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
@@ -135,7 +146,46 @@ if nvcc then
 end
 edge(("build %s/libminfer.a: ar %s"):format(B, table.concat(lib_objs, " ")))
 edge(("build %s/obj/runtime/main.o: cc %s/runtime/main.c"):format(B, S))
-edge(("build %s/minfer: link %s/obj/runtime/main.o %s/libminfer.a"):format(B, B, B))
+
+-- Generated code: one folder per architecture (and per specialized model),
+-- plus a registry naming the ones a binary contains.
+local templates = {}
+for _, t in ipairs({ "arch.h", "model.c", "graph.c", "kernels.c", "registry.c" }) do
+  table.insert(templates, S .. "/templates/" .. t .. ".tmpl")
+end
+local tdeps = table.concat(templates, " ")
+local function gen_arch(arch, prefix, specialize)
+  local dir = "generated/" .. prefix
+  local outs = {}
+  for _, f in ipairs({ "arch.h", "model.c", "graph.c", "kernels.c" }) do table.insert(outs, dir .. "/" .. f) end
+  -- a specialized build finds its description itself (archs/<general.architecture>.lua)
+  local inputs = {}
+  for _, a in ipairs(arch and { arch } or archs) do table.insert(inputs, S .. "/archs/" .. a .. ".lua") end
+  edge(("build %s: compile_arch %s | %s/minfer-compile %s\n  arch = %s\n  outdir = %s\n  flags = %s"):format(
+    table.concat(outs, " "), table.concat(inputs, " "), B, tdeps, arch and ("archs/" .. arch .. ".lua") or "", dir,
+    specialize and ("--specialize '" .. specialize .. "' --prefix " .. prefix) or ""))
+  local objs = {}
+  for _, f in ipairs({ "model", "graph", "kernels" }) do
+    local o = ("obj/generated/%s/%s.o"):format(prefix, f)
+    edge(("build %s: cc %s/%s.c || %s/arch.h"):format(o, dir, f, dir))
+    table.insert(objs, o)
+  end
+  return objs
+end
+local function registry(name, prefixes, archobjs)
+  local out = "generated/" .. name .. ".c"
+  edge(("build %s: registry | %s/minfer-compile %s\n  prefixes = %s"):format(out, B, tdeps, table.concat(prefixes, " ")))
+  edge(("build obj/%s.o: cc %s"):format(out:gsub("%.c$", ""), out))
+  table.insert(archobjs, "obj/" .. out:gsub("%.c$", "") .. ".o")
+  return archobjs
+end
+local generic_objs = {}
+for _, a in ipairs(archs) do
+  for _, o in ipairs(gen_arch(a, a)) do table.insert(generic_objs, o) end
+end
+generic_objs = registry("registry", archs, generic_objs)
+local generic = table.concat(generic_objs, " ")
+edge(("build %s/minfer: link %s/obj/runtime/main.o %s %s/libminfer.a"):format(B, B, generic, B))
 edge(("build %s/obj/tools/demo_gguf.o: cc %s/tools/demo_gguf.c"):format(B, S))
 edge(("build %s/demo-gguf: link %s/obj/tools/demo_gguf.o %s/libminfer.a"):format(B, B, B))
 edge(("build %s/demo.gguf: demo_gguf %s/demo-gguf"):format(B, B))
@@ -149,6 +199,9 @@ for _, f in ipairs(compiler) do
   edge(("build %s: cc %s/compiler/%s.c\n  extra_cflags = -I%s/compiler %s"):format(o, S, f, S, lua_cflags))
   table.insert(compiler_objs, o)
 end
+edge(("build %s/obj/compiler/template.c: re2c %s/compiler/template.re"):format(B, S))
+edge(("build %s/obj/compiler/template.o: cc %s/obj/compiler/template.c\n  extra_cflags = -I%s/compiler"):format(B, B, S))
+table.insert(compiler_objs, B .. "/obj/compiler/template.o")
 edge(("build %s/minfer-compile: link %s %s/libminfer.a\n  extra_libs = %s"):format(B, table.concat(compiler_objs, " "), B, lua_libs))
 
 local test_objs = {}
@@ -159,11 +212,23 @@ for _, f in ipairs(tests) do
 end
 edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S))
 table.insert(test_objs, B .. "/obj/tests/support.o")
-edge(("build %s/minfer-tests: link %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
-  B, table.concat(test_objs, " "), B))
+edge(("build %s/minfer-tests: link %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
+  B, table.concat(test_objs, " "), generic, B))
 edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf"):format(B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
                    B .. "/minfer-compile" }
+-- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with
+-- that model's shapes compiled in.
+for _, m in ipairs(opts.models) do
+  local name = m:match("([^/]+)%.gguf$") or m
+  local prefix = name:gsub("[^%w]", "_"):lower()
+  local what = m:match("%.gguf$") and (run("realpath '" .. m .. "'") or die("cannot find " .. m)) or m
+  local objs = gen_arch(nil, prefix, what)
+  objs = registry("registry_" .. prefix, { prefix }, objs)
+  edge(("build %s/minfer-%s: link %s/obj/runtime/main.o %s %s/libminfer.a"):format(B, name, B, table.concat(objs, " "), B))
+  table.insert(defaults, B .. "/minfer-" .. name)
+end
+
 if nvcc then
   edge(("build %s/obj/tests/cuda_tests.o: cc %s/tests/cuda/cuda_tests.c"):format(B, S))
   edge(("build %s/minfer-cuda-tests: link %s/obj/tests/cuda_tests.o %s/libminfer.a"):format(B, B, B))
@@ -176,12 +241,15 @@ end
 edge("default " .. table.concat(defaults, " "))
 
 local configure_args = table.concat(arg, " ")
+os.execute("mkdir -p '" .. opts.builddir .. "'")
+local build_abs = run("cd '" .. opts.builddir .. "' && pwd")
 local vars = {
   BUILDDIR = B, CC = cc, NVCC = nvcc or "false", CFLAGS = table.concat(cflags, " "),
   LDFLAGS = table.concat(ldflags, " "), LIBS = table.concat(libs, " "),
   NVCCFLAGS = table.concat(nvccflags, " "), CRITERION_CFLAGS = crit_cflags, CRITERION_LIBS = crit_libs,
   FUZZ_CC = fuzz_cc or "false", LUA = arg[-1] or "lua5.4", CONFIGURE_ARGS = configure_args, SRC = S,
   LUA_CFLAGS = lua_cflags, LUA_LIBS = lua_libs,
+  BUILD_ABS = build_abs,
   TEST_ENV = opts.sanitize and ("LSAN_OPTIONS=suppressions=" .. S .. "/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1") or "",
 }
 

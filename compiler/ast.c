@@ -156,7 +156,7 @@ int ast_to_expr(const struct ast *a, struct expr *out, char *err, size_t errn)
     return to_expr(a, a->root, out, err, errn);
 }
 
-static int to_c(const struct ast *a, int i, const char *const *names, char *buf, size_t n)
+static int to_c(const struct ast *a, int i, const char *const *names, const char *div, char *buf, size_t n)
 {
     const struct ast_node *nd = &a->node[i];
     if (nd->kind == 'n')
@@ -164,15 +164,15 @@ static int to_c(const struct ast *a, int i, const char *const *names, char *buf,
     if (nd->kind == 's')
         return snprintf(buf, n, "%s", names[nd->sym]);
     char l[512], r[512];
-    if (to_c(a, nd->left, names, l, sizeof l) < 0 || to_c(a, nd->right, names, r, sizeof r) < 0)
+    if (to_c(a, nd->left, names, div, l, sizeof l) < 0 || to_c(a, nd->right, names, div, r, sizeof r) < 0)
         return -1;
-    int w = nd->kind == '/' ? snprintf(buf, n, "div_exact(%s, %s)", l, r) : snprintf(buf, n, "(%s %c %s)", l, nd->kind, r);
+    int w = nd->kind == '/' ? snprintf(buf, n, "%s(%s, %s)", div, l, r) : snprintf(buf, n, "(%s %c %s)", l, nd->kind, r);
     return w < 0 || (size_t)w >= n ? -1 : w;
 }
 
-int ast_to_c(const struct ast *a, const char *const *names, char *buf, size_t n)
+int ast_to_c(const struct ast *a, const char *const *names, const char *div, char *buf, size_t n)
 {
-    return to_c(a, a->root, names, buf, n);
+    return to_c(a, a->root, names, div, buf, n);
 }
 
 static int eval(const struct ast *a, int i, const int64_t *values, const bool *known, int64_t *out, char *err,

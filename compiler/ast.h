@@ -34,8 +34,9 @@ int ast_parse(const char *text, ast_lookup lookup, void *ctx, struct ast *out, c
 
 int ast_to_expr(const struct ast *a, struct expr *out, char *err, size_t errn);
 
-/* C text; symbol i is names[i]; "/" becomes div_exact(a, b). */
-int ast_to_c(const struct ast *a, const char *const *names, char *buf, size_t n);
+/* C text; symbol i is names[i]; "a / b" becomes div(a, b) with div the
+ * given function-like name (an exact division that reports failure). */
+int ast_to_c(const struct ast *a, const char *const *names, const char *div, char *buf, size_t n);
 
 /* Evaluates with concrete values; -1 on an unknown value, division by zero,
  * an inexact division or overflow (err says which). */

@@ -37,6 +37,14 @@ void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const
     }
 }
 
+void ir_code_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], char storage[][48])
+{
+    ir_symbol_names(ir, names, "hp->", storage);
+    for (int i = 0; i < ir->n_hp; i++)
+        if (ir->hp[i].fixed)
+            snprintf(storage[i], 48, "INT64_C(%lld)", (long long)ir->hp[i].value);
+}
+
 void ir_shape_text(const struct ir *ir, const struct ir_node *n, char *buf, size_t size)
 {
     const char *names[EXPR_SYMBOLS];

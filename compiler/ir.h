@@ -106,6 +106,10 @@ void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const
 /* Formats a node's shape as "[a, b, c]" into buf. */
 void ir_shape_text(const struct ir *ir, const struct ir_node *n, char *buf, size_t size);
 
+/* Names for generated code: hp->x, or INT64_C(value) for a hyperparameter
+ * fixed by specialization. */
+void ir_code_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], char storage[][48]);
+
 /* The symbol id of hparam i is i; expressions index hparams directly. */
 int ir_find_hparam(const struct ir *ir, const char *name);
 int ir_find_tensor(const struct ir *ir, const char *field);

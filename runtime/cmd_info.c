@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "model.h"
 #include "tensor_type.h"
 
 #define TEXT_ARRAY_ITEMS 8 /* array elements shown before "..." in text mode */
@@ -117,7 +118,34 @@ static void print_shape(FILE *f, const struct gguf_tensor *t, bool json)
         fprintf(f, d ? (json ? ", %" PRIu64 : " x %" PRIu64) : "%" PRIu64, t->ne[d]);
 }
 
-static void print_json(const struct gguf *g, const char *path, struct gguf_str arch)
+/* Whether the file's architecture is compiled in, and if so whether the
+ * file binds to it: the answer a user of `info` wants before running it. */
+struct model_check {
+    bool compiled, ok;
+    const char *arch_name, *preset, *source;
+    int n_tensors;
+    struct error e;
+};
+
+static void check_model(const char *path, struct gguf_str arch, struct model_check *c)
+{
+    memset(c, 0, sizeof *c);
+    const struct arch_def *a = arch.p ? arch_find(arch.p, arch.n) : NULL;
+    if (!a)
+        return;
+    c->compiled = true;
+    c->arch_name = a->name;
+    c->preset = a->preset;
+    c->source = a->source;
+    struct model m;
+    c->ok = model_open(&m, path, &c->e) == 0;
+    if (c->ok) {
+        c->n_tensors = m.n_w;
+        model_close(&m);
+    }
+}
+
+static void print_json(const struct gguf *g, const char *path, struct gguf_str arch, const struct model_check *c)
 {
     FILE *f = stdout;
     struct totals tot = sum_tensors(g);
@@ -152,13 +180,18 @@ static void print_json(const struct gguf *g, const char *path, struct gguf_str a
         print_shape(f, t, true);
         fprintf(f, "], \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64 "}", t->nbytes, g->data_offset + t->offset);
     }
-    fprintf(f, "%s],\n  \"totals\": {\"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
+    fprintf(f, "%s],\n  \"model\": {\"compiled\": %s, \"ok\": %s, \"error\": ", g->n_tensors ? "\n  " : "",
+            c->compiled ? "true" : "false", c->ok ? "true" : "false");
+    if (c->compiled && !c->ok)
+        json_str(f, c->e.msg, strlen(c->e.msg));
+    else
+        fputs("null", f);
+    fprintf(f, "},\n  \"totals\": {\"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
                ", \"bits_per_weight\": %.4f}\n}\n",
-            g->n_tensors ? "\n  " : "", g->n_tensors, tot.params, tot.bytes,
-            tot.params ? 8.0 * (double)tot.bytes / (double)tot.params : 0.0);
+            g->n_tensors, tot.params, tot.bytes, tot.params ? 8.0 * (double)tot.bytes / (double)tot.params : 0.0);
 }
 
-static void print_text(const struct gguf *g, const char *path, struct gguf_str arch)
+static void print_text(const struct gguf *g, const char *path, struct gguf_str arch, const struct model_check *c)
 {
     FILE *f = stdout;
     struct totals tot = sum_tensors(g);
@@ -191,6 +224,12 @@ static void print_text(const struct gguf *g, const char *path, struct gguf_str a
     fprintf(f, "totals: %" PRIu64 " parameters (%.2f M), %" PRIu64 " bytes (%.2f MiB), %.4f bits per weight\n",
             tot.params, (double)tot.params / 1e6, tot.bytes, (double)tot.bytes / (1024.0 * 1024.0),
             tot.params ? 8.0 * (double)tot.bytes / (double)tot.params : 0.0);
+    if (!c->compiled)
+        fprintf(f, "model: architecture '%.*s' is not compiled into this binary\n", arch.p ? (int)arch.n : 6,
+                arch.p ? arch.p : "(none)");
+    else if (c->ok)
+        fprintf(f, "model: %s (%s%s, %s): hyperparameters and %d tensors check out\n", c->arch_name,
+                c->preset ? "specialized for " : "generic build", c->preset ? c->preset : "", c->source, c->n_tensors);
 }
 
 int cmd_info(int argc, char **argv)
@@ -219,10 +258,14 @@ int cmd_info(int argc, char **argv)
     const struct gguf_kv *a = gguf_find(&g, "general.architecture");
     if (a && a->value.type == GGUF_STRING)
         arch = a->value.s;
+    struct model_check c;
+    check_model(path, arch, &c);
     if (json)
-        print_json(&g, path, arch);
+        print_json(&g, path, arch, &c);
     else
-        print_text(&g, path, arch);
+        print_text(&g, path, arch, &c);
     gguf_free(&g);
-    return fflush(stdout) == 0 ? 0 : die("info: cannot write output");
+    if (fflush(stdout) != 0)
+        return die("info: cannot write output");
+    return c.compiled && !c.ok ? die("%s", c.e.msg) : 0;
 }

@@ -9,7 +9,7 @@ import gguf
 
 
 def write(path, build):
-    w = gguf.GGUFWriter(path, arch="qwen2")
+    w = gguf.GGUFWriter(path, arch="seedarch")  # not compiled into minfer: info only reads it
     build(w)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -21,7 +21,7 @@ def small_model(w):
     w.add_block_count(1)
     w.add_embedding_length(32)
     w.add_head_count(2)
-    w.add_float32("qwen2.rope.freq_base", 10000.0)
+    w.add_float32("seedarch.rope.freq_base", 10000.0)
     w.add_bool("general.test_bool", True)
     w.add_array("tokenizer.ggml.tokens", ["a", "b", "<|im_end|>"])
     w.add_array("general.nested", [[1, 2], [3]])

@@ -1,0 +1,382 @@
+/* emit.c: the C emitter (see emit.h). Statements for graph nodes are built
+ * here; the files' structure lives in the templates. */
+#include "emit.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "template.h"
+
+/* Generated code states the graph ABI it was made for (runtime/graph.h). */
+#include "graph.h"
+#define GRAPH_ABI_VERSION_FOR_EMIT GRAPH_ABI_VERSION
+
+struct names {
+    const char *v[EXPR_SYMBOLS];
+    char storage[EXPR_SYMBOLS][48];
+};
+
+static void code_names(const struct ir *ir, struct names *nm) { ir_code_names(ir, nm->v, nm->storage); }
+
+static int expr_code(const struct names *nm, const struct expr *x, char *buf, size_t n)
+{
+    return expr_to_c(x, nm->v, buf, n) < 0 ? -1 : 0;
+}
+
+/* ---- files ---- */
+
+static int mkdirs(const char *path, struct error *e)
+{
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return fail(e, "%s: cannot create: %s", tmp, strerror(errno));
+            *p = '/';
+        }
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return fail(e, "%s: cannot create: %s", tmp, strerror(errno));
+    return 0;
+}
+
+/* Writes text unless the file already holds exactly it (so ninja sees no change). */
+static int write_if_changed(const char *path, const char *text, struct error *e)
+{
+    size_t n = strlen(text);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        char *old = malloc(n + 1);
+        size_t got = old ? fread(old, 1, n + 1, f) : 0;
+        fclose(f);
+        bool same = old && got == n && memcmp(old, text, n) == 0;
+        free(old);
+        if (same)
+            return 0;
+    }
+    f = fopen(path, "wb");
+    if (!f || fwrite(text, 1, n, f) != n || fclose(f) != 0)
+        return fail(e, "%s: cannot write: %s", path, strerror(errno));
+    return 0;
+}
+
+static int render_to(const char *templates, const char *name, struct tscope *s, const char *outdir, const char *file,
+                     struct error *e)
+{
+    char tpath[512], opath[512], *text;
+    snprintf(tpath, sizeof tpath, "%s/%s", templates, name);
+    snprintf(opath, sizeof opath, "%s/%s", outdir, file);
+    if (template_render(tpath, s, &text, e))
+        return -1;
+    int rc = write_if_changed(opath, text, e);
+    free(text);
+    return rc;
+}
+
+/* ---- arch.h and model.c ---- */
+
+static void shape_doc(const struct ir_tensor *t, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->n_dims && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", d ? ", " : "", t->ne_text[d]);
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+}
+
+static void add_tensors(const struct ir *ir, const struct names *nm, struct tscope *root)
+{
+    for (int i = 0; i < ir->n_t; i++) {
+        const struct ir_tensor *t = &ir->t[i];
+        char doc[256], note[96] = "", code[1024];
+        shape_doc(t, doc, sizeof doc);
+        if (t->optional)
+            snprintf(note, sizeof note, ", optional");
+        else if (t->fallback >= 0)
+            snprintf(note, sizeof note, ", else %s", ir->t[t->fallback].field);
+        struct tscope *s = tscope_add(root, t->per_layer ? "layer_tensors" : "model_tensors");
+        tscope_set(s, "field", "%s", t->field);
+        tscope_set(s, "pattern", "%s", t->pattern);
+        tscope_set(s, "shape", "%s", doc);
+        tscope_set(s, "note", "%s", note);
+        struct tscope *r = tscope_add(root, "tensors");
+        tscope_set(r, "index", "%d", i);
+        tscope_set(r, "field", "%s", t->field);
+        tscope_set(r, "pattern", "%s", t->pattern);
+        tscope_set(r, "per_layer", "%s", t->per_layer ? "true" : "false");
+        tscope_set(r, "optional", "%s", t->optional ? "true" : "false");
+        tscope_set(r, "fallback", "%d", t->fallback);
+        tscope_set(r, "n_dims", "%d", t->n_dims);
+        tscope_set(r, "container", "%s", t->per_layer ? "layer" : "weights");
+        size_t len = 0;
+        for (int d = 0; d < t->n_dims; d++) {
+            char x[256];
+            expr_code(nm, &t->ne[d], x, sizeof x);
+            len += (size_t)snprintf(code + len, sizeof code - len, "ne[%d] = %s;%s", d, x, d + 1 < t->n_dims ? " " : "");
+        }
+        tscope_set(r, "shape_code", "%s", code);
+    }
+}
+
+/* The statements that read hyperparameter i (and check it when fixed). */
+static void read_code(const struct ir *ir, int i, const char *preset, struct tscope *root)
+{
+    const struct ir_hparam *h = &ir->hp[i];
+    char line[1024];
+    struct names dn; /* defaults refer to values already read, never to constants */
+    ir_symbol_names(ir, dn.v, "hp->", dn.storage);
+#define LINE(...) (snprintf(line, sizeof line, __VA_ARGS__), tscope_set(tscope_add(root, "reads"), "code", "%s", line))
+    if (h->kind == HP_FLOAT) {
+        if (h->has_default)
+            LINE("    if ((rc = hp_float(&r, \"%s\", false, &hp->%s)) < 0)\n        return -1;\n    if (rc == 0)\n"
+                 "        hp->%s = (float)%.17g;", h->key, h->name, h->name, h->fdef);
+        else
+            LINE("    if (hp_float(&r, \"%s\", true, &hp->%s) < 0)\n        return -1;", h->key, h->name);
+        return;
+    }
+    char def[512] = "";
+    if (h->has_default)
+        ast_to_c(&h->def, dn.v, "HP_DIV", def, sizeof def);
+    if (h->source == HP_DERIVED)
+        LINE("    hp->%s = %s; /* %s */", h->name, def, h->def_text);
+    else if (h->source == HP_ARRAY_LENGTH)
+        LINE("    if (hp_array_length(&r, \"%s\", &hp->%s) < 0)\n        return -1;", h->key, h->name);
+    else if (h->has_default)
+        LINE("    if ((rc = hp_int(&r, \"%s\", false, &hp->%s)) < 0)\n        return -1;\n    if (rc == 0)\n"
+             "        hp->%s = %s; /* default: %s */", h->key, h->name, h->name, def, h->def_text);
+    else
+        LINE("    if (hp_int(&r, \"%s\", true, &hp->%s) < 0)\n        return -1;", h->key, h->name);
+    const char *key = h->source == HP_DERIVED ? h->def_text : h->key;
+    LINE("    if (hp_positive(&r, \"%s\", \"%s\", hp->%s))\n        return -1;", h->name, key, h->name);
+    if (h->fixed)
+        LINE("    if (hp_expect(&r, \"%s\", \"%s\", \"%s\", hp->%s, %lld))\n        return -1;", preset, h->name, key,
+             h->name, (long long)h->value);
+#undef LINE
+}
+
+static void add_hparams(const struct ir *ir, const char *preset, struct tscope *root)
+{
+    for (int i = 0; i < ir->n_hp; i++) {
+        const struct ir_hparam *h = &ir->hp[i];
+        struct tscope *s = tscope_add(root, "hparams");
+        tscope_set(s, "ctype", "%s", h->kind == HP_FLOAT ? "float" : "int64_t");
+        tscope_set(s, "name", "%s", h->name);
+        if (h->source == HP_DERIVED)
+            tscope_set(s, "doc", "= %s", h->def_text);
+        else
+            tscope_set(s, "doc", "%s%s%s%s", h->source == HP_ARRAY_LENGTH ? "length of " : "", h->key,
+                       h->has_default ? ", default " : "", h->has_default ? (h->kind == HP_FLOAT ? "given" : h->def_text) : "");
+        read_code(ir, i, preset, root);
+    }
+}
+
+/* ---- graph.c ---- */
+
+static void value_name(const struct ir *ir, int id, enum region from, char *buf, size_t n)
+{
+    const struct ir_node *x = &ir->node[id];
+    if (x->op == IR_OP_CARRY) {
+        snprintf(buf, n, "c%d", x->carry);
+        return;
+    }
+    for (int c = 0; c < ir->n_carried; c++) {
+        if ((from == REGION_POST && ir->carried_out[c] == id)) {
+            snprintf(buf, n, "c%d", c);
+            return;
+        }
+    }
+    snprintf(buf, n, "n%d", id);
+}
+
+static bool needs_variable(const struct ir *ir, int id)
+{
+    int r[1];
+    return ir_consumers(ir, id, r, 1) > 0 || ir_external_uses(ir, id) > 0;
+}
+
+static int node_code(const struct ir *ir, const struct names *nm, int id, char *buf, size_t n)
+{
+    const struct ir_node *x = &ir->node[id];
+    char src[2][32] = { "-1", "-1" }, w[6][64], f[2][64] = { "0", "0" }, iv[256] = "0", off[32] = "0";
+    for (int s = 0; s < x->n_src; s++)
+        value_name(ir, x->src[s], x->region, src[s], sizeof src[s]);
+    for (int k = 0; k < 6; k++) {
+        int t = x->weight[k];
+        if (t < 0)
+            snprintf(w[k], sizeof w[k], "NULL");
+        else
+            snprintf(w[k], sizeof w[k], "%s->%s", ir->t[t].per_layer ? "L" : "w", ir->t[t].field);
+    }
+    if (x->fattr >= 0)
+        snprintf(f[0], sizeof f[0], "hp->%s", ir->hp[x->fattr].name);
+    if (x->fattr2 >= 0)
+        snprintf(f[1], sizeof f[1], "hp->%s", ir->hp[x->fattr2].name);
+    if (x->op == OP_HEADS || x->op == OP_ROPE || x->op == OP_HEAD_NORM_ROPE || x->op == OP_PART)
+        if (expr_code(nm, &x->iattr, iv, sizeof iv))
+            return -1;
+    if (x->slot >= 0)
+        snprintf(off, sizeof off, "off[%d]", x->slot);
+    const char *indent = x->region == REGION_BODY ? "        " : "    ";
+    char lhs[32] = "";
+    if (needs_variable(ir, id))
+        snprintf(lhs, sizeof lhs, "int n%d = ", id);
+    int len = snprintf(buf, n, "#line %d \"%s\"\n%s%sgraph_add(g, &(struct node_desc){ .op = OP_%s, .line = %d, "
+                       ".src = { %s, %s }, .w = { %s, %s, %s, %s, %s, %s },\n%s    .f = { %s, %s }, .i = %s, .offset = %s });",
+                       x->line, ir->file, indent, lhs, ir_op_name(x->op), x->line, src[0], src[1], w[0], w[1], w[2], w[3],
+                       w[4], w[5], indent, f[0], f[1], iv, off);
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+static int add_graph(const struct ir *ir, const struct plan *p, const struct names *nm, struct tscope *root,
+                     struct error *e)
+{
+    int counts[3] = { 0, 0, 0 };
+    for (int i = 0; i < ir->n_node; i++) {
+        const struct ir_node *x = &ir->node[i];
+        if (x->dead || x->op == IR_OP_CARRY)
+            continue;
+        char code[2048];
+        if (node_code(ir, nm, i, code, sizeof code))
+            return fail(e, "%s:%d: generated statement too long", ir->file, x->line);
+        static const char *const list[] = { "pre", "body", "post" };
+        tscope_set(tscope_add(root, list[x->region]), "code", "%s", code);
+        counts[x->region]++;
+        /* carried values: start from the pre-loop value, advance at the end of each layer */
+        for (int c = 0; c < ir->n_carried; c++) {
+            if (ir->carried_init[c] == i)
+                tscope_set(tscope_add(root, "pre"), "code", "    int c%d = n%d;", c, i);
+        }
+    }
+    for (int c = 0; c < ir->n_carried; c++)
+        tscope_set(tscope_add(root, "body"), "code", "        c%d = n%d;", c, ir->carried_out[c]);
+    tscope_set(root, "n_pre", "%d", counts[0]);
+    tscope_set(root, "n_body", "%d", counts[1]);
+    tscope_set(root, "n_post", "%d", counts[2]);
+    char result[32];
+    value_name(ir, ir->result, REGION_POST, result, sizeof result);
+    tscope_set(root, "result", "%s", result);
+    tscope_set(root, "n_slots", "%d", p->n_slots);
+    for (int s = 0; s < p->n_slots; s++)
+        tscope_set(tscope_add(root, "slots"), "size", "%s", p->size[s]);
+    return 0;
+}
+
+/* ---- kernels.c ---- */
+
+static int64_t fixed_value(const struct ir *ir, const struct expr *x)
+{
+    int64_t values[EXPR_SYMBOLS] = { 0 }, v;
+    bool known[EXPR_SYMBOLS] = { false };
+    for (int i = 0; i < ir->n_hp; i++) {
+        values[i] = ir->hp[i].value;
+        known[i] = ir->hp[i].fixed;
+    }
+    return expr_eval(x, values, known, &v) == 0 ? v : 0;
+}
+
+static bool is_kernel(int op)
+{
+    return op != OP_TOKENS && op != OP_HEADS && op != OP_LAST_TOKEN && op != OP_PART && op != IR_OP_CARRY;
+}
+
+static int add_kernels(const struct ir *ir, struct tscope *root)
+{
+    struct kernel { int op; int64_t k, n, d; } seen[IR_MAX_NODES];
+    int count = 0;
+    for (int i = 0; i < ir->n_node; i++) {
+        const struct ir_node *x = &ir->node[i];
+        if (x->dead || !is_kernel(x->op))
+            continue;
+        const struct ir_node *a = &ir->node[x->src[0]];
+        struct kernel k = { x->op, 0, 0, 0 };
+        switch (x->op) {
+        case OP_EMBED: k.k = fixed_value(ir, &x->ne[0]); break;
+        case OP_KV_STORE: k.d = fixed_value(ir, &a->ne[0]); k.n = fixed_value(ir, &a->ne[1]); break;
+        case OP_ATTENTION: case OP_ROPE: case OP_HEAD_NORM: case OP_HEAD_NORM_ROPE:
+            k.d = fixed_value(ir, &a->ne[0]);
+            k.n = fixed_value(ir, &a->ne[1]);
+            break;
+        default:
+            k.k = fixed_value(ir, &a->ne[0]);
+            k.n = x->n_dims ? fixed_value(ir, &x->ne[0]) : 0;
+        }
+        bool dup = false;
+        for (int j = 0; j < count && !dup; j++)
+            dup = seen[j].op == k.op && seen[j].k == k.k && seen[j].n == k.n && seen[j].d == k.d;
+        if (dup)
+            continue;
+        seen[count++] = k;
+        struct tscope *s = tscope_add(root, "kernels");
+        tscope_set(s, "op", "%s", ir_op_name(k.op));
+        tscope_set(s, "k", "%lld", (long long)k.k);
+        tscope_set(s, "n", "%lld", (long long)k.n);
+        tscope_set(s, "d", "%lld", (long long)k.d);
+    }
+    return count;
+}
+
+static void upper(const char *in, char *out, size_t n)
+{
+    size_t i = 0;
+    for (; in[i] && i + 1 < n; i++)
+        out[i] = (char)toupper((unsigned char)in[i]);
+    out[i] = 0;
+}
+
+int emit_arch(const struct ir *ir, const struct plan *plan, const char *prefix, const char *preset,
+              const char *templates, const char *outdir, struct error *e)
+{
+    if (mkdirs(outdir, e))
+        return -1;
+    struct names nm;
+    code_names(ir, &nm);
+    struct tscope *root = tscope_new();
+    char up[64];
+    upper(prefix, up, sizeof up);
+    tscope_set(root, "prefix", "%s", prefix);
+    tscope_set(root, "upper", "%s", up);
+    tscope_set(root, "source", "%s", ir->file);
+    tscope_set(root, "gguf_name", "%s", ir->gguf_arch);
+    tscope_set(root, "abi", "%d", GRAPH_ABI_VERSION_FOR_EMIT);
+    tscope_set(root, "n_layer", "%s", ir->hp[ir->n_layer_hp].name);
+    if (preset)
+        tscope_set(root, "preset", "\"%s\"", preset);
+    else
+        tscope_set(root, "preset", "NULL");
+    tscope_set(root, "fixed", "%s", preset ? "sizes fixed for this model" : "generic build");
+    add_hparams(ir, preset, root);
+    add_tensors(ir, &nm, root);
+    int n_kernels = add_kernels(ir, root);
+    tscope_set(root, "n_kernels", "%d", n_kernels);
+    int rc = add_graph(ir, plan, &nm, root, e);
+    if (!rc)
+        rc = render_to(templates, "arch.h.tmpl", root, outdir, "arch.h", e) ||
+             render_to(templates, "model.c.tmpl", root, outdir, "model.c", e) ||
+             render_to(templates, "graph.c.tmpl", root, outdir, "graph.c", e) ||
+             render_to(templates, "kernels.c.tmpl", root, outdir, "kernels.c", e);
+    tscope_free(root);
+    return rc ? -1 : 0;
+}
+
+int emit_registry(const char *const *prefixes, int n, const char *templates, const char *outfile, struct error *e)
+{
+    struct tscope *root = tscope_new();
+    for (int i = 0; i < n; i++)
+        tscope_set(tscope_add(root, "archs"), "prefix", "%s", prefixes[i]);
+    tscope_set(root, "n_archs", "%d", n);
+    char tpath[512], *text;
+    snprintf(tpath, sizeof tpath, "%s/registry.c.tmpl", templates);
+    int rc = template_render(tpath, root, &text, e);
+    tscope_free(root);
+    if (rc)
+        return -1;
+    rc = write_if_changed(outfile, text, e);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,124 @@
+/* specialize.c: binds hyperparameters to one model (see specialize.h). Only
+ * the hyperparameters that appear in a shape (and the layer count) are
+ * fixed: a context length or a norm epsilon stays a value read at load. */
+#include "specialize.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "hparams.h"
+#include "presets.h"
+
+static bool is_gguf(const char *what)
+{
+    size_t n = strlen(what);
+    return n > 5 && strcmp(what + n - 5, ".gguf") == 0;
+}
+
+static uint64_t shape_symbols(const struct ir *ir)
+{
+    uint64_t set = 1ull << ir->n_layer_hp;
+    for (int t = 0; t < ir->n_t; t++)
+        for (int d = 0; d < ir->t[t].n_dims; d++)
+            for (int k = 0; k < ir->t[t].ne[d].n; k++)
+                for (int f = 0; f < ir->t[t].ne[d].t[k].deg; f++)
+                    set |= 1ull << ir->t[t].ne[d].t[k].sym[f];
+    for (int i = 0; i < ir->n_node; i++)
+        for (int k = 0; k < ir->node[i].iattr.n; k++)
+            for (int f = 0; f < ir->node[i].iattr.t[k].deg; f++)
+                set |= 1ull << ir->node[i].iattr.t[k].sym[f];
+    return set & ~(1ull << IR_SYM_NT);
+}
+
+static int from_preset(struct ir *ir, const struct preset *p, int64_t *values, bool *known, struct error *e)
+{
+    if (strcmp(p->arch, ir->name) != 0)
+        return fail(e, "preset %s is for architecture %s, not %s", p->name, p->arch, ir->name);
+    for (int k = 0; k < p->n; k++) {
+        int i = ir_find_hparam(ir, p->v[k].name);
+        if (i < 0)
+            return fail(e, "preset %s sets '%s', which %s does not declare", p->name, p->v[k].name, ir->file);
+        if (ir->hp[i].kind == HP_INT) {
+            values[i] = (int64_t)p->v[k].value;
+            known[i] = true;
+        }
+    }
+    return 0;
+}
+
+static int from_gguf(struct ir *ir, const char *path, int64_t *values, bool *known, struct error *e)
+{
+    struct gguf g;
+    if (gguf_open(&g, path, e))
+        return -1;
+    struct hp_reader r = { &g, e, false };
+    int rc = 0;
+    for (int i = 0; i < ir->n_hp && rc >= 0; i++) {
+        const struct ir_hparam *h = &ir->hp[i];
+        if (h->kind != HP_INT || h->source == HP_DERIVED)
+            continue;
+        rc = h->source == HP_ARRAY_LENGTH ? hp_array_length(&r, h->key, &values[i]) : hp_int(&r, h->key, !h->has_default, &values[i]);
+        known[i] = rc == 1;
+    }
+    gguf_free(&g);
+    return rc < 0 ? fail_prefix(e, "%s", path) : 0;
+}
+
+int specialize(struct ir *ir, const char *what, struct error *e)
+{
+    int64_t values[EXPR_SYMBOLS] = { 0 };
+    bool known[EXPR_SYMBOLS] = { false };
+    const struct preset *p = is_gguf(what) ? NULL : preset_find(what);
+    if (!p && !is_gguf(what))
+        return fail(e, "unknown preset '%s' (known: %s; or give a .gguf file)", what, preset_names());
+    if (p ? from_preset(ir, p, values, known, e) : from_gguf(ir, what, values, known, e))
+        return -1;
+    /* Defaults and derivations, in declaration order (they only look back). */
+    for (int i = 0; i < ir->n_hp; i++) {
+        struct ir_hparam *h = &ir->hp[i];
+        if (h->kind != HP_INT || (known[i] && h->source != HP_DERIVED))
+            continue;
+        char err[160];
+        int64_t v;
+        if (!h->has_default || ast_eval(&h->def, values, known, &v, err, sizeof err))
+            return fail(e, "%s: no value for hyperparameter '%s'%s%s", what, h->name, h->has_default ? ": " : "",
+                        h->has_default ? err : "");
+        if (known[i] && values[i] != v)
+            return fail(e, "%s: '%s' is %lld but %s gives %lld", what, h->name, (long long)values[i], h->def_text,
+                        (long long)v);
+        values[i] = v;
+        known[i] = true;
+    }
+    uint64_t shaped = shape_symbols(ir);
+    for (int i = 0; i < ir->n_hp; i++) {
+        if (!(shaped & (1ull << i)))
+            continue;
+        if (values[i] <= 0)
+            return fail(e, "%s: hyperparameter '%s' is %lld; it must be positive", what, ir->hp[i].name,
+                        (long long)values[i]);
+        ir->hp[i].fixed = true;
+        ir->hp[i].value = values[i];
+    }
+    return 0;
+}
+
+int specialize_arch(const char *what, char *arch, size_t n, struct error *e)
+{
+    if (!is_gguf(what)) {
+        const struct preset *p = preset_find(what);
+        if (!p)
+            return fail(e, "unknown preset '%s' (known: %s; or give a .gguf file)", what, preset_names());
+        snprintf(arch, n, "%s", p->arch);
+        return 0;
+    }
+    struct gguf g;
+    struct gguf_str s;
+    if (gguf_open(&g, what, e))
+        return -1;
+    int rc = gguf_get_str(&g, "general.architecture", &s, e);
+    if (!rc)
+        snprintf(arch, n, "%.*s", (int)s.n, s.p);
+    gguf_free(&g);
+    return rc ? fail_prefix(e, "%s", what) : 0;
+}

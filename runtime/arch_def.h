@@ -1,0 +1,67 @@
+/* arch_def.h: what the compiler generates for each architecture, as the
+ * runtime sees it. Everything architecture-specific reaches the runtime
+ * through one struct arch_def; the runtime holds no per-architecture code. */
+#ifndef MINFER_ARCH_DEF_H
+#define MINFER_ARCH_DEF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "gguf.h"
+#include "graph.h"
+
+struct tensor_spec {
+    const char *field;    /* member name in the weights (or layer) struct */
+    const char *pattern;  /* GGUF name; "%d" is the layer number */
+    bool per_layer;
+    bool optional;        /* may be absent: its slot stays NULL */
+    int fallback;         /* spec bound instead when absent, or -1 */
+    int n_dims;
+    size_t offset;        /* offsetof the member */
+};
+
+/* One kernel instantiation the architecture needs: an op and the sizes the
+ * generated code fixes for it (0 where the size is only known at load). */
+struct kernel_instance {
+    enum op op;
+    int64_t k;            /* input row length (matmul family, norms) */
+    int64_t n;            /* output rows (matmul family) */
+    int64_t d;            /* head size (head ops, attention) */
+};
+
+struct arch_def {
+    int abi;                      /* GRAPH_ABI_VERSION it was generated for */
+    const char *name;             /* "qwen3", or "qwen3_8b" when specialized */
+    const char *gguf_name;        /* general.architecture */
+    const char *source;           /* the description file */
+    const char *preset;           /* specialized: the model it was built for, else NULL */
+    size_t hparams_size, weights_size, layer_size;
+    size_t layers_offset;         /* offsetof the weights struct's layer array pointer */
+    /* Reads and checks the hyperparameters (a specialized build also checks
+     * they equal the ones it was built for). */
+    int (*read_hparams)(const struct gguf *g, void *hp, struct error *e);
+    int64_t (*n_layer)(const void *hp);
+    const struct tensor_spec *tensors;
+    int n_tensors;
+    void (*tensor_shape)(const void *hp, int tensor, int64_t ne[4]);
+    int (*max_nodes)(const void *hp);
+    size_t (*arena_bytes)(const void *hp, int64_t nt);
+    /* Records the forward graph for nt tokens; returns the logits node or -1. */
+    int (*build)(struct graph *g, const void *hp, const void *weights, int64_t nt);
+    const struct kernel_instance *kernels;
+    int n_kernels;
+};
+
+static inline size_t arena_max(size_t a, size_t b) { return a > b ? a : b; }
+static inline size_t arena_align(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* The architectures compiled into this binary (generated registry). */
+extern const struct arch_def *const arch_registry[];
+extern const int arch_registry_count;
+
+/* Finds an architecture by general.architecture; NULL if none. */
+const struct arch_def *arch_find(const char *gguf_name, size_t len);
+
+#endif

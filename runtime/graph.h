@@ -1,0 +1,72 @@
+/* graph.h: the compute graph the generated builders fill and the executor
+ * walks. Nodes are recorded, never computed, by graph_add; each carries its
+ * concrete shape, its place in the activation arena (from the compiler's
+ * memory plan) and the description line that made it, for messages. */
+#ifndef MINFER_GRAPH_H
+#define MINFER_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "graph_ops.h"
+#include "weights.h"
+
+#define GRAPH_ABI_VERSION 1 /* generated code states the version it was made for */
+
+/* What a generated builder passes for one node. */
+struct node_desc {
+    enum op op;
+    int line;                     /* description line */
+    int src[2];                   /* node indices, -1 when unused */
+    const struct weight *w[6];    /* weight slots as the op table defines them */
+    float f[2];                   /* eps / rope base, by op */
+    int64_t i;                    /* HEADS: head size; ROPE*: style; PART: output index */
+    size_t offset;                /* arena byte offset for nodes that own a buffer */
+};
+
+struct node {
+    enum op op;
+    enum act_type dtype;
+    int n_dims;
+    int64_t ne[4];
+    int src[2];
+    const struct weight *w[6];
+    float f[2];
+    int64_t i;
+    int layer;                    /* layer index for nodes inside the layer loop, else -1 */
+    int line;
+    size_t offset;                /* where the data starts in the arena (views: inside their root) */
+    size_t bytes;                 /* bytes this node writes, 0 for views and KV_STORE */
+    int view_of;                  /* views: the node whose buffer they read, else -1 */
+    int64_t row_stride;           /* bytes between columns (views keep their root's) */
+};
+
+struct graph {
+    struct node *node;
+    int n, cap;
+    int64_t nt;                   /* tokens in this graph */
+    int layer;                    /* current layer while building, -1 outside the loop */
+    size_t arena_bytes;           /* from the memory plan */
+    const char *source;           /* the description file, for messages */
+    struct error err;             /* first error while building */
+    bool failed;
+    int result;                   /* the logits node */
+};
+
+int graph_init(struct graph *g, int cap, const char *source, struct error *e);
+void graph_free(struct graph *g);
+void graph_reset(struct graph *g, int64_t nt);
+
+/* Records one node; returns its index, or -1 after latching an error that
+ * names the op, the description line and the offending values. ADD_BIAS
+ * with an absent bias records nothing and returns its source. */
+int graph_add(struct graph *g, const struct node_desc *d);
+
+/* Bytes of an activation of the given type and shape. */
+size_t graph_act_bytes(enum act_type t, const int64_t ne[4]);
+
+const char *graph_op_name(enum op op);
+
+#endif
