@@ -83,7 +83,8 @@ if #archs == 0 then die("no architecture descriptions in archs/") end
 
 -- Sources, one concern per file (see each file's first comment).
 local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "quant", "quant_legacy",
-                  "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize" }
+                  "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
+                  "cmd_synth" }
 local cuda_sources = { "device", "quantize_q8_1" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
@@ -101,7 +102,7 @@ if opts.sanitize then
   for _, f in ipairs({ s, "-fno-omit-frame-pointer", "-fno-sanitize-recover=all" }) do table.insert(cflags, f) end
   table.insert(ldflags, s)
 end
-local libs = { "-lm" }
+local libs = { "-lm", "-pthread" }
 local nvccflags = {}
 if nvcc then
   table.insert(cflags, "-DMINFER_CUDA=1")

@@ -166,6 +166,11 @@ static void add_hparams(const struct ir *ir, const char *preset, struct tscope *
         const struct ir_hparam *h = &ir->hp[i];
         struct tscope *s = tscope_add(root, "hparams");
         tscope_set(s, "ctype", "%s", h->kind == HP_FLOAT ? "float" : "int64_t");
+        tscope_set(s, "key", "%s", h->key);
+        tscope_set(s, "is_float", "%s", h->kind == HP_FLOAT ? "true" : "false");
+        tscope_set(s, "source", "%s", h->source == HP_GGUF ? "HPARAM_GGUF" : h->source == HP_DERIVED ? "HPARAM_DERIVED"
+                                                                                                       : "HPARAM_ARRAY_LENGTH");
+        tscope_set(s, "has_default", "%s", h->has_default ? "true" : "false");
         tscope_set(s, "name", "%s", h->name);
         if (h->source == HP_DERIVED)
             tscope_set(s, "doc", "= %s", h->def_text);

@@ -22,6 +22,18 @@ struct tensor_spec {
     size_t offset;        /* offsetof the member */
 };
 
+/* How a hyperparameter is read (for tools that write model files). */
+enum hparam_source { HPARAM_GGUF, HPARAM_ARRAY_LENGTH, HPARAM_DERIVED };
+
+struct hparam_spec {
+    const char *name;     /* member name in the hparams struct */
+    const char *key;      /* GGUF key (GGUF, ARRAY_LENGTH) */
+    bool is_float;        /* float, else int64_t */
+    enum hparam_source source;
+    bool has_default;     /* may be absent from the file */
+    size_t offset;        /* offsetof the member */
+};
+
 /* One kernel instantiation the architecture needs: an op and the sizes the
  * generated code fixes for it (0 where the size is only known at load). */
 struct kernel_instance {
@@ -42,6 +54,8 @@ struct arch_def {
     /* Reads and checks the hyperparameters (a specialized build also checks
      * they equal the ones it was built for). */
     int (*read_hparams)(const struct gguf *g, void *hp, struct error *e);
+    const struct hparam_spec *hparams;
+    int n_hparams;
     int64_t (*n_layer)(const void *hp);
     const struct tensor_spec *tensors;
     int n_tensors;

@@ -14,6 +14,7 @@ static const struct {
 } commands[] = {
     { "info", cmd_info, "info FILE [--json]           describe a GGUF file" },
     { "quantize", cmd_quantize, "quantize IN OUT --type T     requantize a GGUF (types and mixes: see --help)" },
+    { "synth", cmd_synth, "synth --preset P -o OUT       write a random model of a known shape (see --help)" },
 };
 
 int die(const char *fmt, ...)

@@ -3,6 +3,7 @@
 #ifndef MINFER_PRESETS_H
 #define MINFER_PRESETS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct preset_value {
@@ -14,6 +15,7 @@ struct preset {
     const char *name;      /* "qwen3-8b" */
     const char *arch;      /* description file stem: "qwen3" */
     const char *doc;
+    bool tied;             /* output.weight is the token embedding (not stored) */
     struct preset_value v[16];
     int n;
 };
