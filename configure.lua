@@ -89,7 +89,7 @@ local cuda_sources = { "device", "quantize_q8_1" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
-                "test_quant_reference", "test_recipe", "test_cli" }
+                "test_quant_reference", "test_recipe", "test_cli", "test_compiler" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.
@@ -215,7 +215,7 @@ edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S
 table.insert(test_objs, B .. "/obj/tests/support.o")
 edge(("build %s/minfer-tests: link %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
   B, table.concat(test_objs, " "), generic, B))
-edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf"):format(B, B, B))
+edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf %s/minfer-compile"):format(B, B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
                    B .. "/minfer-compile" }
 -- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with

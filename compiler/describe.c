@@ -39,8 +39,12 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     struct sandbox *sb;
     lua_getallocf(L, (void **)&sb);
     sb->budget -= HOOK_EVERY;
-    if (sb->budget < 0)
-        luaL_error(L, "the description ran for more than %lld instructions", INSTRUCTION_LIMIT);
+    if (sb->budget < 0) {
+        luaL_where(L, 0); /* in a hook, level 0 is the Lua function that was running */
+        lua_pushfstring(L, "the description ran for more than %d instructions (an endless loop?)", (int)INSTRUCTION_LIMIT);
+        lua_concat(L, 2);
+        lua_error(L);
+    }
 }
 
 struct ir *describe_ir(lua_State *L) { return *(struct ir **)lua_getextraspace(L); }

@@ -26,7 +26,7 @@ static int nfail(struct ctx *c, const struct ir_node *n, const char *fmt, const 
 {
     char op[32], msg[400];
     snprintf(msg, sizeof msg, fmt, a, b);
-    return fail(c->e, "%s:%d: %s: %s", c->ir->file, n->line, lower_op(n->op, op), msg);
+    return fail(c->e, "%s:%d: g.%s: %s", c->ir->file, n->line, lower_op(n->op, op), msg);
 }
 
 static void text(struct ctx *c, const struct expr *x, char *buf, size_t n)
@@ -247,17 +247,38 @@ static int infer(struct ctx *c, struct ir_node *n)
     return nfail(c, n, "no shape rule for op %s%s", ir_op_name(n->op), "");
 }
 
+static int check_carried(struct ctx *c);
+
 int pass_shape(struct ir *ir, struct error *e)
 {
     static struct ctx c;
     c.ir = ir;
     c.e = e;
     ir_symbol_names(ir, c.names, "", c.storage);
+    bool carried_checked = false;
     for (int i = 0; i < ir->n_node; i++) {
         struct ir_node *n = &ir->node[i];
+        if (n->region == REGION_POST && !carried_checked) {
+            if (check_carried(&c))
+                return -1;
+            carried_checked = true;
+        }
         if (!n->dead && infer(&c, n))
             return -1;
     }
+    if (!carried_checked && check_carried(&c))
+        return -1;
+    const struct ir_node *r = &ir->node[ir->result];
+    if (r->dtype != ACT_F32 || r->n_dims != 2)
+        return nfail(&c, r, "forward must return a 2-D f32 value (the logits)%s%s", "", "");
+    return 0;
+}
+
+/* What each layer returns must look like what entered the first one. */
+static int check_carried(struct ctx *cx)
+{
+    struct ctx c = *cx;
+    struct ir *ir = c.ir;
     for (int i = 0; i < ir->n_carried; i++) {
         const struct ir_node *in = &ir->node[ir->carried_init[i]], *out = &ir->node[ir->carried_out[i]];
         if (!same_shape(in, out) || in->dtype != out->dtype) {
@@ -267,8 +288,5 @@ int pass_shape(struct ir *ir, struct error *e)
             return nfail(&c, out, "the layer function returns %s for a value that entered the layers as %s", b, a);
         }
     }
-    const struct ir_node *r = &ir->node[ir->result];
-    if (r->dtype != ACT_F32 || r->n_dims != 2)
-        return nfail(&c, r, "forward must return a 2-D f32 value (the logits)%s%s", "", "");
     return 0;
 }

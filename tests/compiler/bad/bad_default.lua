@@ -1,0 +1,28 @@
+-- expect: tests/compiler/bad/bad_default.lua:6: hparam 'n_layer': default: unknown name 'n_heads'
+return arch {
+  gguf_name = "tiny",
+  hparams = {
+    n_embd  = gguf "{arch}.embedding_length",
+    n_layer = gguf("{arch}.block_count", { default = "n_embd / n_heads" }),
+    n_vocab = array_length "tokenizer.ggml.tokens",
+    eps     = gguf("{arch}.attention.layer_norm_rms_epsilon", { type = "f32" }),
+  },
+  tensors = {
+    tok_embd = tensor("token_embd.weight", { "n_embd", "n_vocab" }),
+    output   = tensor("output.weight", { "n_embd", "n_vocab" }),
+  },
+  layer = {
+    ffn_norm = tensor("blk.%d.ffn_norm.weight", { "n_embd" }),
+    ffn_up   = tensor("blk.%d.ffn_up.weight", { "n_embd", "n_embd" }),
+    ffn_b    = tensor("blk.%d.ffn_up.bias", { "n_embd" }, { optional = true }),
+    ffn_wide = tensor("blk.%d.ffn_wide.weight", { "n_embd", "2 * n_embd" }),
+  },
+  forward = function(g, w, hp)
+    local x = g.embed(w.tok_embd, g.tokens())
+    x = g.layers(hp.n_layer, x, function(L, x)
+      local h = g.rms_norm(x, L.ffn_norm, hp.eps)
+      return x + g.matmul(L.ffn_up, h)
+    end)
+    return g.matmul(w.output, x)
+  end,
+}
