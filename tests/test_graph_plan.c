@@ -1,0 +1,155 @@
+/* test_graph_plan.c: every generated graph, built for real shapes from a
+ * synthetic model of its architecture, checked by brute force: no two
+ * buffers that are live at the same time share a byte of the arena, every
+ * buffer lies inside it, and node counts match what the builder promises. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "arch_def.h"
+#include "model.h"
+#include "support.h"
+
+struct tiny {
+    char arch[16];
+    char hparams[160];
+};
+
+static struct tiny tinies[] = {
+    { "qwen3", "n_embd=64,n_layer=3,n_head=4,n_head_kv=2,head_dim=32,n_ff=96,n_vocab=300,n_ctx=256,eps=1e-6" },
+    { "qwen2", "n_embd=64,n_layer=3,n_head=4,n_head_kv=2,n_ff=96,n_vocab=300,n_ctx=256,eps=1e-6" },
+    { "llama", "n_embd=96,n_layer=2,n_head=3,n_head_kv=1,n_ff=64,n_vocab=300,n_ctx=256,eps=1e-5" },
+};
+
+static const char *synth(const struct tiny *t, const char *type)
+{
+    const char *path = temp_path(".gguf");
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "%s synth --arch %s --hparams %s --type %s --threads 2 -o %s", minfer_bin(), t->arch,
+             t->hparams, type, path);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s\n%s", cmd, out);
+    free(out);
+    return path;
+}
+
+/* Reads through views to the node that owns the bytes. */
+static int owner(const struct graph *g, int i)
+{
+    while (g->node[i].view_of >= 0)
+        i = g->node[i].view_of;
+    return i;
+}
+
+static void check_plan(const struct graph *g)
+{
+    int n = g->n;
+    int *first = malloc((size_t)n * sizeof *first), *last = malloc((size_t)n * sizeof *last);
+    for (int i = 0; i < n; i++) {
+        /* a PART is written when the MATMUL_QKV it belongs to runs */
+        first[i] = g->node[i].op == OP_PART ? g->node[i].src[0] : i;
+        last[i] = first[i];
+    }
+    for (int i = 0; i < n; i++) {
+        const struct node *x = &g->node[i];
+        int nsrc = x->op == OP_ADD || x->op == OP_MUL || x->op == OP_SWIGLU || x->op == OP_MATMUL_ADD ||
+                   x->op == OP_KV_STORE || x->op == OP_ATTENTION ? 2 : x->op == OP_TOKENS ? 0 : 1;
+        for (int s = 0; s < nsrc; s++) {
+            int o = owner(g, x->src[s]);
+            last[o] = i > last[o] ? i : last[o];
+        }
+    }
+    last[owner(g, g->result)] = n; /* the logits are read after the graph ran */
+    for (int i = 0; i < n; i++) {
+        const struct node *a = &g->node[i];
+        if (!a->bytes)
+            continue;
+        cr_assert_leq(a->offset + a->bytes, g->arena_bytes, "node %d (%s, line %d) ends past the arena", i,
+                      graph_op_name(a->op), a->line);
+        for (int j = i + 1; j < n; j++) {
+            const struct node *b = &g->node[j];
+            if (!b->bytes)
+                continue;
+            bool live_together = first[i] <= last[j] && first[j] <= last[i];
+            bool share = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            cr_assert(!(live_together && share),
+                      "node %d (%s, line %d, layer %d, live %d..%d, bytes %zu+%zu) and node %d (%s, line %d, layer "
+                      "%d, live %d..%d, bytes %zu+%zu) overlap",
+                      i, graph_op_name(a->op), a->line, a->layer, first[i], last[i], a->offset, a->bytes, j,
+                      graph_op_name(b->op), b->line, b->layer, first[j], last[j], b->offset, b->bytes);
+        }
+    }
+    free(first);
+    free(last);
+}
+
+ParameterizedTestParameters(graph_plan, no_live_buffers_overlap)
+{
+    return cr_make_param_array(struct tiny, tinies, sizeof tinies / sizeof tinies[0]);
+}
+
+ParameterizedTest(struct tiny *t, graph_plan, no_live_buffers_overlap, .timeout = 120)
+{
+    const char *path = synth(t, "q8_0");
+    struct model m;
+    struct error e;
+    cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(m.arch->name, t->arch);
+    struct graph g;
+    cr_assert_eq(graph_init(&g, m.arch->max_nodes(m.hp), m.arch->source, &e), 0);
+    static const int64_t nts[] = { 1, 2, 7, 64 };
+    for (int k = 0; k < 4; k++) {
+        int result = m.arch->build(&g, m.hp, m.weights, nts[k]);
+        cr_assert_geq(result, 0, "%s nt=%lld: %s", t->arch, (long long)nts[k], g.err.msg);
+        cr_assert_eq(g.n, m.arch->max_nodes(m.hp), "%s: node count differs from max_nodes", t->arch);
+        cr_assert_eq(g.arena_bytes, m.arch->arena_bytes(m.hp, nts[k]));
+        const struct node *logits = &g.node[result];
+        cr_assert(logits->ne[1] == 1 && logits->dtype == ACT_F32, "logits of the last token");
+        check_plan(&g);
+    }
+    graph_free(&g);
+    model_close(&m);
+}
+
+Test(graph_plan, a_tensor_of_the_wrong_shape_is_refused_by_name, .timeout = 60)
+{
+    /* qwen3 with n_ff=96 in the metadata but its tensors made for n_ff=128:
+     * the loader must name the first tensor that does not fit. */
+    struct tiny big = { "qwen3", "n_embd=64,n_layer=1,n_head=4,n_head_kv=2,head_dim=32,n_ff=128,n_vocab=300,n_ctx=64,eps=1e-6" };
+    const char *path = synth(&big, "f32");
+    /* rewrite the u32 feed_forward_length value in place: find "feed_forward_length" + type + value */
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    const char *key = "qwen3.feed_forward_length";
+    size_t klen = strlen(key), at = 0;
+    while (at + klen <= n && memcmp(buf + at, key, klen) != 0)
+        at++;
+    cr_assert_leq(at + klen, n, "key not found");
+    long value_at = (long)(at + klen) + 4;
+    fseek(f, value_at, SEEK_SET);
+    uint32_t v = 96;
+    fwrite(&v, 4, 1, f);
+    fclose(f);
+    struct model m;
+    struct error e;
+    cr_assert_eq(model_open(&m, path, &e), -1);
+    cr_assert(strstr(e.msg, ": tensor 'blk.0.ffn_gate.weight' has shape [64, 128, 1, 1], the description expects [64, 96, 1, 1]"),
+              "%s", e.msg);
+}
+
+Test(graph_plan, an_unknown_architecture_is_named)
+{
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "%s info %s/tests/fuzz/corpus/small_model.gguf", minfer_bin(), src_dir());
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "model: architecture 'seedarch' is not compiled into this binary"), "%s", out);
+    free(out);
+    struct model m;
+    struct error e;
+    snprintf(cmd, sizeof cmd, "%s/tests/fuzz/corpus/small_model.gguf", src_dir());
+    cr_assert_eq(model_open(&m, cmd, &e), -1);
+    cr_assert(strstr(e.msg, "architecture 'seedarch' is not compiled into this binary (it has: llama, qwen2, qwen3)"),
+              "%s", e.msg);
+}
