@@ -216,12 +216,17 @@ edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S
 table.insert(test_objs, B .. "/obj/tests/support.o")
 edge(("build %s/minfer-tests: link %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
   B, table.concat(test_objs, " "), generic, B))
-edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf %s/minfer-compile"):format(B, B, B, B))
+edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf %s/minfer-compile %s/minfer-qwen2.5-0.5b"):format(
+  B, B, B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
                    B .. "/minfer-compile" }
 -- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with
--- that model's shapes compiled in.
+-- that model's shapes compiled in. The tests always get one to check.
+local models = { "qwen2.5-0.5b" }
 for _, m in ipairs(opts.models) do
+  if m ~= models[1] then table.insert(models, m) end
+end
+for _, m in ipairs(models) do
   local name = m:match("([^/]+)%.gguf$") or m
   local prefix = name:gsub("[^%w]", "_"):lower()
   local what = m:match("%.gguf$") and (run("realpath '" .. m .. "'") or die("cannot find " .. m)) or m

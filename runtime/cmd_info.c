@@ -123,9 +123,28 @@ static void print_shape(FILE *f, const struct gguf_tensor *t, bool json)
 struct model_check {
     bool compiled, ok;
     const char *arch_name, *preset, *source;
-    int n_tensors;
+    int n_tensors, n_nodes;
+    size_t arena_1, arena_512; /* activation arena for 1 and 512 tokens */
     struct error e;
 };
+
+/* Builds the forward graph for one token and for a 512-token batch: the
+ * generated builder's own check that the file fits it. */
+static int build_graphs(const struct model *m, struct model_check *c)
+{
+    struct graph g;
+    if (graph_init(&g, m->arch->max_nodes(m->hp), m->arch->source, &c->e))
+        return -1;
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (m->arch->build(&g, m->hp, m->weights, k ? 512 : 1) < 0)
+            rc = fail(&c->e, "%s", g.err.msg);
+        *(k ? &c->arena_512 : &c->arena_1) = g.arena_bytes;
+        c->n_nodes = g.n;
+    }
+    graph_free(&g);
+    return rc;
+}
 
 static void check_model(const char *path, struct gguf_str arch, struct model_check *c)
 {
@@ -141,6 +160,7 @@ static void check_model(const char *path, struct gguf_str arch, struct model_che
     c->ok = model_open(&m, path, &c->e) == 0;
     if (c->ok) {
         c->n_tensors = m.n_w;
+        c->ok = build_graphs(&m, c) == 0;
         model_close(&m);
     }
 }
@@ -228,8 +248,10 @@ static void print_text(const struct gguf *g, const char *path, struct gguf_str a
         fprintf(f, "model: architecture '%.*s' is not compiled into this binary\n", arch.p ? (int)arch.n : 6,
                 arch.p ? arch.p : "(none)");
     else if (c->ok)
-        fprintf(f, "model: %s (%s%s, %s): hyperparameters and %d tensors check out\n", c->arch_name,
-                c->preset ? "specialized for " : "generic build", c->preset ? c->preset : "", c->source, c->n_tensors);
+        fprintf(f, "model: %s (%s%s, %s): hyperparameters and %d tensors check out; graph of %d nodes, "
+                   "activations %.2f MiB for 1 token, %.2f MiB for 512\n", c->arch_name,
+                c->preset ? "specialized for " : "generic build", c->preset ? c->preset : "", c->source, c->n_tensors,
+                c->n_nodes, (double)c->arena_1 / 1048576.0, (double)c->arena_512 / 1048576.0);
 }
 
 int cmd_info(int argc, char **argv)

@@ -203,3 +203,34 @@ Test(cli, help_and_version_exit_zero)
     cr_assert(strstr(out, "q4_k_m"), "%s", out);
     free(out);
 }
+
+/* The specialized binary the build always makes (configure.lua) refuses a
+ * Qwen2 file of other shapes, naming the hyperparameter and both values. */
+Test(cli, a_specialized_binary_refuses_other_shapes)
+{
+    const char *model = demo_model();
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "./minfer-qwen2.5-0.5b info %s", model);
+    cr_assert_eq(run_cmd(cmd, &out), 1, "%s", out);
+    cr_assert(strstr(out, "minfer: ") && strstr(out, ": this binary is built for qwen2.5-0.5b: n_embd "
+                                                   "(qwen2.embedding_length) must be 896, the file has 384\n"),
+              "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./minfer-qwen2.5-0.5b info %s/tests/fuzz/corpus/small_model.gguf", src_dir());
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "model: architecture 'seedarch' is not compiled into this binary"), "%s", out);
+    free(out);
+}
+
+/* ... and accepts a file of its own shapes, building its graph. */
+Test(cli, a_specialized_binary_runs_its_own_shapes, .timeout = 240)
+{
+    const char *model = temp_path(".gguf");
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "%s synth --preset qwen2.5-0.5b --type q4_0 -o %s && ./minfer-qwen2.5-0.5b info %s",
+             minfer_bin(), model, model);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "model: qwen2_5_0_5b (specialized for qwen2.5-0.5b, archs/qwen2.lua): hyperparameters and 290 "
+                          "tensors check out; graph of 365 nodes"), "%s", out);
+    free(out);
+}

@@ -153,3 +153,78 @@ Test(graph_plan, an_unknown_architecture_is_named)
     cr_assert(strstr(e.msg, "architecture 'seedarch' is not compiled into this binary (it has: llama, qwen2, qwen3)"),
               "%s", e.msg);
 }
+
+/* The synth file, read by the Python gguf package: the tensors a Qwen2
+ * model of these shapes has (biases included, output tied), in the types the
+ * q4_k_m recipe gives, with the promised value scales. */
+Test(synth, file_reads_back_in_the_gguf_package, .timeout = 120)
+{
+    struct tiny t = { "qwen2", "n_embd=256,n_layer=2,n_head=4,n_head_kv=2,n_ff=512,n_vocab=1000,n_ctx=256,eps=1e-6" };
+    const char *cmdpath = temp_path(".gguf");
+    char cmd[2048], *out;
+    snprintf(cmd, sizeof cmd, "%s synth --arch qwen2 --hparams %s --type q4_k_m --tied --seed 5 -o %s", minfer_bin(),
+             t.hparams, cmdpath);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    free(out);
+    const char *expected = temp_path(".txt");
+    FILE *f = fopen(expected, "w");
+    /* tied: token_embd takes the output rule (Q6_K); 256-wide rows suit K-quants;
+     * with two layers only layer 1 gets the _M mix's extra bits */
+    fprintf(f, "token_embd.weight Q6_K 256 1000\noutput_norm.weight F32 256\n");
+    for (int il = 0; il < 2; il++) {
+        const char *more = il == 1 ? "Q6_K" : "Q4_K";
+        fprintf(f, "blk.%d.attn_norm.weight F32 256\nblk.%d.attn_q.weight Q4_K 256 256\nblk.%d.attn_q.bias F32 256\n"
+                   "blk.%d.attn_k.weight Q4_K 256 128\nblk.%d.attn_k.bias F32 128\nblk.%d.attn_v.weight %s 256 128\n"
+                   "blk.%d.attn_v.bias F32 128\nblk.%d.attn_output.weight Q4_K 256 256\nblk.%d.ffn_norm.weight F32 256\n"
+                   "blk.%d.ffn_gate.weight Q4_K 256 512\nblk.%d.ffn_up.weight Q4_K 256 512\nblk.%d.ffn_down.weight %s 512 256\n",
+                il, il, il, il, il, il, more, il, il, il, il, il, il, more);
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/ref/check_synth.py %s %s qwen2 1000", src_dir(), cmdpath, expected);
+    int rc = run_cmd(cmd, &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "checked 26 tensors: 0 differences"), "%s", out);
+    free(out);
+}
+
+Test(synth, same_seed_same_bytes_any_thread_count, .timeout = 120)
+{
+    const char *a = temp_path(".gguf"), *b = temp_path(".gguf");
+    char cmd[2048], *out;
+    const char *hp = "n_embd=64,n_layer=1,n_head=4,n_head_kv=2,head_dim=16,n_ff=64,n_vocab=300,n_ctx=64,eps=1e-6";
+    snprintf(cmd, sizeof cmd, "%s synth --arch qwen3 --hparams %s --type q8_0 --threads 1 -o %s && "
+             "%s synth --arch qwen3 --hparams %s --type q8_0 --threads 3 -o %s && cmp %s %s",
+             minfer_bin(), hp, a, minfer_bin(), hp, b, a, b);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    free(out);
+}
+
+Test(synth, bad_requests_are_one_line_errors)
+{
+    struct {
+        const char *args, *expect;
+    } cases[] = {
+        { "synth -o x.gguf", "minfer: synth: give --preset (one of: qwen3-8b, qwen3-0.6b, qwen2.5-0.5b, qwen2.5-7b, "
+                             "llama3-8b, smollm2-135m) or --arch with --hparams\n" },
+        { "synth --preset qwen9 -o x.gguf", "minfer: synth: unknown preset 'qwen9' (known: qwen3-8b, qwen3-0.6b, "
+                                            "qwen2.5-0.5b, qwen2.5-7b, llama3-8b, smollm2-135m)\n" },
+        { "synth --arch qwen3 --hparams n_embd=64 -o /tmp/x.gguf",
+          "minfer: synth: hyperparameter 'n_layer' (qwen3.block_count) is required: give it with --hparams\n" },
+        { "synth --arch qwen2 --hparams head_dim=64 -o x.gguf",
+          "minfer: synth: hyperparameter 'head_dim' is derived by archs/qwen2.lua; set what it derives from\n" },
+        { "synth --arch qwen3 --hparams n_experts=8 -o x.gguf",
+          "minfer: synth: qwen3 has no hyperparameter 'n_experts' (settable: n_embd, n_layer, n_head, n_head_kv, "
+          "head_dim, n_ff, n_ctx, n_vocab, eps, rope_base)\n" },
+        { "synth --arch mamba --hparams n_embd=8 -o x.gguf", "minfer: synth: architecture 'mamba' is not compiled into this binary\n" },
+        { "synth --preset qwen3-8b --type q3_k_xl -o x.gguf", "minfer: synth: unknown type 'q3_k_xl' (one of: f32, f16, "
+                                                              "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)\n" },
+        { "synth --preset qwen3-8b --threads 0 -o x.gguf", "minfer: synth: --threads wants 1..256, got '0'\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], *out;
+        snprintf(cmd, sizeof cmd, "%s %s", minfer_bin(), cases[i].args);
+        cr_assert_neq(run_cmd(cmd, &out), 0, "%s", cases[i].args);
+        cr_assert_str_eq(out, cases[i].expect, "%s", cases[i].args);
+        free(out);
+    }
+}
