@@ -318,6 +318,10 @@ int gguf_write_begin(struct gguf_writer *w, const char *path, struct error *e)
     if (a == 0 || (a & (a - 1)))
         return fail(e, "%s: general.alignment %u is not a power of two", path, a);
     size_t n = strlen(path) + 32;
+    if (w->f)
+        return fail(e, "%s: a write is already in progress", path);
+    free(w->tmp_path); /* a writer may write more than one file */
+    free(w->path);
     w->tmp_path = malloc(n);
     w->path = strdup(path);
     if (!w->tmp_path || !w->path)
