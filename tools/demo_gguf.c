@@ -11,21 +11,14 @@
 #include <string.h>
 
 #include "gguf_write.h"
+#include "rng.h"
 #include "tensor_type.h"
 
 enum { N_EMBD = 384, N_HEAD = 6, N_HEAD_KV = 2, HEAD_DIM = 64, N_FF = 1024, N_VOCAB = 2048, N_LAYER = 2 };
 
-static uint64_t rng_state;
+static struct rng rng;
 
-static double uniform(void) /* xorshift64*, in (0, 1) */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return ((double)((rng_state * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float normal(void) { return (float)(sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform())); }
+static float normal(void) { return rng_normal(&rng); }
 
 struct model {
     struct gguf_writer *w;
@@ -99,7 +92,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 3)
         return fprintf(stderr, "usage: demo-gguf OUT.gguf [SEED]\n"), 1;
-    rng_state = argc == 3 ? strtoull(argv[2], NULL, 10) * 0x9e3779b97f4a7c15ull + 1 : 0x5eed;
+    rng_seed(&rng, argc == 3 ? strtoull(argv[2], NULL, 10) : 0x5eed);
     struct model m = { .w = gguf_writer_new() };
     struct error e = { "out of memory" };
     int rc = !m.w || set_metadata(m.w) || add(&m, "token_embd.weight", N_EMBD, N_VOCAB, 0, 0.02f, &e);

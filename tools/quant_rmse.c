@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "quant.h"
+#include "rng.h"
 
 static double now(void)
 {
@@ -15,19 +16,9 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static uint64_t rng = 0x853c49e6748fea9bull;
+static struct rng rng = { 0x853c49e6748fea9bull };
 
-static float normal(void)
-{
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        rng ^= rng >> 12;
-        rng ^= rng << 25;
-        rng ^= rng >> 27;
-        u[i] = ((double)((rng * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
-}
+static float normal(void) { return rng_normal(&rng); }
 
 int main(int argc, char **argv)
 {

@@ -11,6 +11,7 @@
 #include "cuda/quantize_q8_1.h"
 #include "half.h"
 #include "quant.h"
+#include "rng.h"
 
 static int failures_in_test;
 
@@ -25,19 +26,9 @@ static int failures_in_test;
         }                                                                   \
     } while (0)
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
+static struct rng rng = { 0x2545f4914f6cdd1dull };
 
-static float normal(void)
-{
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        rng ^= rng >> 12;
-        rng ^= rng << 25;
-        rng ^= rng >> 27;
-        u[i] = ((double)((rng * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
-}
+static float normal(void) { return rng_normal(&rng); }
 
 static void device_is_described(void)
 {

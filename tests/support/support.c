@@ -85,22 +85,6 @@ const char *write_temp(const void *data, size_t n, const char *suffix)
     return p;
 }
 
-void rng_seed(struct rng *r, uint64_t seed) { r->s = seed * 0x9e3779b97f4a7c15ull + 1; }
-
-double rng_uniform(struct rng *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return ((double)((r->s * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-float rng_normal(struct rng *r)
-{
-    double u1 = rng_uniform(r), u2 = rng_uniform(r);
-    return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
 int run_cmd(const char *cmd, char **out)
 {
     char *full = malloc(strlen(cmd) + 16);

@@ -26,13 +26,7 @@ const char *temp_path(const char *suffix);
 /* Writes n bytes to a fresh temporary file and returns its path. */
 const char *write_temp(const void *data, size_t n, const char *suffix);
 
-/* Deterministic N(0, 1) samples (xorshift64* + Box-Muller). */
-struct rng {
-    uint64_t s;
-};
-void rng_seed(struct rng *r, uint64_t seed);
-double rng_uniform(struct rng *r);
-float rng_normal(struct rng *r);
+#include "rng.h" /* deterministic N(0, 1) samples for test data */
 
 /* Runs a shell command; returns its exit status and, if out is non-NULL, its
  * stdout+stderr (NUL-terminated, caller frees). */
