@@ -82,7 +82,8 @@ table.sort(archs)
 if #archs == 0 then die("no architecture descriptions in archs/") end
 
 -- Sources, one concern per file (see each file's first comment).
-local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "quant", "quant_legacy",
+local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine",
+                  "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
                   "cmd_synth" }
 local cuda_sources = { "device", "quantize_q8_1" }

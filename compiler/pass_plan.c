@@ -67,11 +67,9 @@ static int size_expr(const struct ir *ir, const struct ir_node *n, char *buf, si
     for (int d = 0; d < n->n_dims; d++)
         if (expr_to_c(&n->ne[d], names, dims[d], sizeof dims[d]) < 0)
             return -1;
-    int w;
-    if (n->dtype == ACT_Q8_1)
-        w = snprintf(buf, size, "(size_t)(%s / 32) * 36", dims[0]);
-    else
-        w = snprintf(buf, size, "(size_t)%s * 4", dims[0]);
+    /* Every buffer is sized for f32: a Q8_1 producer writes f32 instead when
+     * a reader's weights are not quantized (the runtime decides at load). */
+    int w = snprintf(buf, size, "(size_t)%s * 4", dims[0]);
     for (int d = 1; d < n->n_dims && w > 0 && (size_t)w < size; d++)
         w += snprintf(buf + w, size - (size_t)w, " * (size_t)%s", dims[d]);
     return w < 0 || (size_t)w >= size ? -1 : 0;

@@ -212,6 +212,29 @@ static int infer(struct graph *g, const struct node_desc *d, struct node *n)
     }
 }
 
+static bool float_type(const struct weight *w)
+{
+    return w && (w->type == TYPE_F32 || w->type == TYPE_F16 || w->type == TYPE_BF16);
+}
+
+/* A norm fused to emit Q8_1 for its matmuls emits f32 instead when one of
+ * them multiplies by unquantized weights: those keep full precision (its
+ * slot is sized for f32 either way), the others quantize the f32 input. */
+static void settle_activation_type(struct graph *g, const struct node_desc *d)
+{
+    int n_w = d->op == OP_MATMUL_QKV ? 3 : d->op == OP_FFN_SWIGLU ? 2 : 1;
+    struct node *x = &g->node[d->src[0]];
+    if (x->op != OP_RMS_NORM_Q8 || x->dtype != ACT_Q8_1)
+        return;
+    for (int k = 0; k < n_w; k++) {
+        if (float_type(d->w[k])) {
+            x->dtype = ACT_F32;
+            x->row_stride = 4 * x->ne[0];
+            return;
+        }
+    }
+}
+
 /* Views read their source's buffer; everything else but KV_STORE owns one. */
 static void place(struct graph *g, const struct node_desc *d, struct node *n)
 {
@@ -227,7 +250,7 @@ static void place(struct graph *g, const struct node_desc *d, struct node *n)
         n->offset = a->offset + (size_t)(a->ne[1] - 1) * (size_t)a->row_stride;
     } else {
         n->offset = d->offset;
-        n->bytes = graph_act_bytes(n->dtype, n->ne);
+        n->bytes = graph_act_bytes(n->dtype == ACT_Q8_1 ? ACT_F32 : n->dtype, n->ne); /* see settle_activation_type */
         n->row_stride = n->n_dims ? (int64_t)graph_act_bytes(n->dtype, (int64_t[4]){ n->ne[0], 1, 1, 1 }) : 0;
     }
 }
@@ -263,7 +286,12 @@ int graph_add(struct graph *g, const struct node_desc *d)
     n->i = d->i;
     n->layer = g->layer;
     n->line = d->line;
+    n->part[0] = n->part[1] = -1;
     place(g, d, n);
+    if (d->op == OP_MATMUL || d->op == OP_MATMUL_ADD || d->op == OP_MATMUL_QKV || d->op == OP_FFN_SWIGLU)
+        settle_activation_type(g, d);
+    if (d->op == OP_PART)
+        g->node[d->src[0]].part[d->i - 1] = g->n;
     if (n->bytes && n->offset + n->bytes > g->arena_bytes)
         return gfail(g, d, "the memory plan ends this node at byte %zu, past the arena's %zu", n->offset + n->bytes,
                      g->arena_bytes);

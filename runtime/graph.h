@@ -40,6 +40,7 @@ struct node {
     size_t offset;                /* where the data starts in the arena (views: inside their root) */
     size_t bytes;                 /* bytes this node writes, 0 for views and KV_STORE */
     int view_of;                  /* views: the node whose buffer they read, else -1 */
+    int part[2];                  /* MATMUL_QKV: its PART nodes (k, v), else -1 */
     int64_t row_stride;           /* bytes between columns (views keep their root's) */
 };
 

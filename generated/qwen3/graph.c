@@ -14,9 +14,9 @@ static void plan(const struct qwen3_hparams *hp, int64_t nt, size_t off[N_SLOTS]
     (void)hp;
     (void)nt;
     const size_t size[N_SLOTS] = {
-        arena_align(arena_max(arena_max(arena_max(arena_max((size_t)nt * 4, (size_t)(hp->n_embd / 32) * 36 * (size_t)nt), (size_t)hp->head_dim * 4 * (size_t)hp->n_head * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)(hp->n_embd / 32) * 36 * (size_t)1)),
+        arena_align(arena_max(arena_max(arena_max(arena_max((size_t)nt * 4, (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)hp->head_dim * 4 * (size_t)hp->n_head * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)1)),
         arena_align(arena_max((size_t)hp->n_embd * 4 * (size_t)nt, (size_t)hp->n_vocab * 4 * (size_t)1)),
-        arena_align(arena_max(arena_max(arena_max((size_t)(hp->n_head * hp->head_dim) * 4 * (size_t)nt, (size_t)hp->head_dim * 4 * (size_t)hp->n_head_kv * (size_t)nt), (size_t)(hp->n_head * hp->head_dim) * 4 * (size_t)nt), (size_t)(hp->n_embd / 32) * 36 * (size_t)nt)),
+        arena_align(arena_max(arena_max(arena_max((size_t)(hp->n_head * hp->head_dim) * 4 * (size_t)nt, (size_t)hp->head_dim * 4 * (size_t)hp->n_head_kv * (size_t)nt), (size_t)(hp->n_head * hp->head_dim) * 4 * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)nt)),
         arena_align(arena_max((size_t)(hp->n_head_kv * hp->head_dim) * 4 * (size_t)nt, (size_t)hp->n_ff * 4 * (size_t)nt)),
         arena_align((size_t)(hp->n_head_kv * hp->head_dim) * 4 * (size_t)nt),
     };

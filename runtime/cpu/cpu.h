@@ -1,0 +1,55 @@
+/* cpu.h: the CPU backend, minfer's reference: scalar kernels over the GGUF
+ * block layout, every reduction in a fixed order, so the same input gives the
+ * same bits on every run and a batch of tokens gives the same bits as the
+ * tokens one at a time. Matmuls with quantized weights take Q8_1 activations
+ * and use the integer dot products of quant_dot.c, as the GPU kernels do;
+ * unquantized weights (F32, F16, BF16) multiply f32 activations. */
+#ifndef MINFER_CPU_H
+#define MINFER_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "graph.h"
+#include "kv_cache.h"
+
+/* Work memory a graph needs beyond the arena, sized once per engine. */
+struct cpu_scratch {
+    float *row;        /* k_max floats: one dequantized weight row or norm weight */
+    float *row2;       /* k_max floats */
+    uint8_t *q8;       /* n_batch * k_max / 32 * 36 bytes: activations as Q8_1 */
+    float *scores;     /* n_ctx floats: one head's attention scores */
+    int64_t k_max, n_batch, n_ctx;
+};
+
+int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, struct error *e);
+void cpu_scratch_free(struct cpu_scratch *s);
+
+struct cpu_run {
+    uint8_t *arena;           /* the graph's activations */
+    const int64_t *pos;       /* position of each of the graph's nt tokens */
+    struct kv_cache *kv;
+    struct cpu_scratch *s;
+};
+
+/* Runs every node of g in order. An op the backend cannot do, or a weight
+ * type it cannot read, is an error naming the node. */
+int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e);
+
+/* The op families (cpu_ops.c, cpu_matmul.c), each on one node. */
+int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run *r, struct error *e);
+void cpu_embed(const struct graph *g, const struct node *n, struct cpu_run *r);
+void cpu_rms_norm(const struct graph *g, const struct node *n, struct cpu_run *r);
+void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_run *r);
+void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run *r);
+void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r);
+void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r);
+
+/* The data of node i. */
+static inline uint8_t *cpu_data(const struct graph *g, const struct cpu_run *r, int i)
+{
+    return r->arena + g->node[i].offset;
+}
+
+#endif

@@ -1,0 +1,163 @@
+/* cpu_ops.c: the CPU kernels other than matmuls: embedding rows, RMS norms,
+ * per-head norm and RoPE, elementwise ops, KV store and causal attention. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "quant.h"
+
+static int index_of(const struct graph *g, const struct node *n) { return (int)(n - g->node); }
+
+void cpu_embed(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const struct weight *w = n->w[0];
+    const int32_t *ids = (const int32_t *)cpu_data(g, r, n->src[0]);
+    float *y = (float *)cpu_data(g, r, index_of(g, n));
+    int64_t d = w->ne[0];
+    size_t row_bytes = type_bytes(w->type, (uint64_t)d);
+    for (int64_t c = 0; c < n->ne[1]; c++)
+        dequantize_row(w->type, (const uint8_t *)w->data + (size_t)ids[c] * row_bytes, y + c * d, d);
+}
+
+/* x / sqrt(mean(x^2) + eps) * w over n values. The sum of squares runs in
+ * double, in order; the scale is applied in float, like the reference. */
+static void rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    const float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * scale * w[i];
+}
+
+void cpu_rms_norm(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const float *x = (const float *)cpu_data(g, r, n->src[0]);
+    uint8_t *out = cpu_data(g, r, index_of(g, n));
+    int64_t d = n->ne[0];
+    dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
+    for (int64_t c = 0; c < n->ne[1]; c++) {
+        if (n->dtype == ACT_Q8_1) {
+            rms_norm_row(x + c * d, r->s->row, r->s->row2, d, n->f[0]);
+            quant_q8_1(r->s->row2, out + (size_t)c * (size_t)(d / 32) * 36, d);
+        } else
+            rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->f[0]);
+    }
+}
+
+/* Rotates one head vector in place for position pos. The angle is formed in
+ * double, so long positions do not drift. */
+static void rope_row(float *x, int64_t d, int64_t pos, float base, int style)
+{
+    for (int64_t i = 0; i < d / 2; i++) {
+        double theta = (double)pos * pow((double)base, -2.0 * (double)i / (double)d);
+        float c = (float)cos(theta), s = (float)sin(theta);
+        int64_t a = style == ROPE_NEOX ? i : 2 * i, b = style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+/* HEAD_NORM, ROPE and HEAD_NORM_ROPE over [d, h, nt]. */
+void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const float *x = (const float *)cpu_data(g, r, n->src[0]);
+    float *y = (float *)cpu_data(g, r, index_of(g, n));
+    int64_t d = n->ne[0], h = n->ne[1];
+    bool norm = n->op != OP_ROPE, rope = n->op != OP_HEAD_NORM;
+    float base = n->op == OP_ROPE ? n->f[0] : n->f[1];
+    if (norm)
+        dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
+    for (int64_t c = 0; c < n->ne[2]; c++) {
+        for (int64_t k = 0; k < h; k++) {
+            const float *xi = x + (c * h + k) * d;
+            float *yi = y + (c * h + k) * d;
+            if (norm)
+                rms_norm_row(xi, r->s->row, yi, d, n->f[0]);
+            else if (yi != xi)
+                memcpy(yi, xi, (size_t)d * sizeof *yi);
+            if (rope)
+                rope_row(yi, d, r->pos[c], base, (int)n->i);
+        }
+    }
+}
+
+static float silu(float v) { return v / (1.0f + expf(-v)); }
+
+void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const float *a = (const float *)cpu_data(g, r, n->src[0]);
+    const float *b = n->op == OP_ADD || n->op == OP_MUL || n->op == OP_SWIGLU ? (const float *)cpu_data(g, r, n->src[1])
+                                                                               : NULL;
+    float *y = (float *)cpu_data(g, r, index_of(g, n));
+    int64_t count = n->ne[0] * n->ne[1] * n->ne[2], d = n->ne[0];
+    switch (n->op) {
+    case OP_ADD: for (int64_t i = 0; i < count; i++) y[i] = a[i] + b[i]; break;
+    case OP_MUL: for (int64_t i = 0; i < count; i++) y[i] = a[i] * b[i]; break;
+    case OP_SILU: for (int64_t i = 0; i < count; i++) y[i] = silu(a[i]); break;
+    case OP_SWIGLU: for (int64_t i = 0; i < count; i++) y[i] = silu(a[i]) * b[i]; break;
+    case OP_ADD_BIAS:
+        dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
+        for (int64_t i = 0; i < count; i++)
+            y[i] = a[i] + r->s->row[i % d];
+        break;
+    default: break;
+    }
+}
+
+void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const struct node *k = &g->node[n->src[0]];
+    const float *kd = (const float *)cpu_data(g, r, n->src[0]), *vd = (const float *)cpu_data(g, r, n->src[1]);
+    int64_t d = k->ne[0], h = k->ne[1];
+    for (int64_t c = 0; c < k->ne[2]; c++) {
+        for (int64_t j = 0; j < h; j++) {
+            kv_store_row(r->kv, r->kv->k, n->layer, j, r->pos[c], kd + (c * h + j) * d);
+            kv_store_row(r->kv, r->kv->v, n->layer, j, r->pos[c], vd + (c * h + j) * d);
+        }
+    }
+}
+
+/* Causal attention of each query head over its KV head's positions 0..pos:
+ * scores scaled by 1/sqrt(d), a max-subtracted softmax, then the weighted
+ * sum of values, all in position order. */
+void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const struct node *q = &g->node[n->src[0]];
+    const float *qd = (const float *)cpu_data(g, r, n->src[0]);
+    float *y = (float *)cpu_data(g, r, index_of(g, n));
+    int64_t d = q->ne[0], h = q->ne[1], h_kv = r->kv->n_head_kv, group = h / h_kv;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *kv_row = r->s->row, *acc = r->s->row2, *scores = r->s->scores;
+    for (int64_t c = 0; c < q->ne[2]; c++) {
+        int64_t pos = r->pos[c];
+        for (int64_t head = 0; head < h; head++) {
+            const float *qi = qd + (c * h + head) * d;
+            int64_t kvh = head / group;
+            float max = -INFINITY;
+            for (int64_t p = 0; p <= pos; p++) {
+                kv_load_row(r->kv, r->kv->k, n->layer, kvh, p, kv_row);
+                float s = 0;
+                for (int64_t i = 0; i < d; i++)
+                    s += qi[i] * kv_row[i];
+                scores[p] = s * scale;
+                max = scores[p] > max ? scores[p] : max;
+            }
+            float sum = 0;
+            for (int64_t p = 0; p <= pos; p++) {
+                scores[p] = expf(scores[p] - max);
+                sum += scores[p];
+            }
+            memset(acc, 0, (size_t)d * sizeof *acc);
+            for (int64_t p = 0; p <= pos; p++) {
+                kv_load_row(r->kv, r->kv->v, n->layer, kvh, p, kv_row);
+                const float wgt = scores[p] / sum;
+                for (int64_t i = 0; i < d; i++)
+                    acc[i] += wgt * kv_row[i];
+            }
+            memcpy(y + c * h * d + head * d, acc, (size_t)d * sizeof *acc);
+        }
+    }
+}

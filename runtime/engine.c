@@ -1,0 +1,151 @@
+/* engine.c: an inference session (see engine.h). */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hparams.h"
+
+/* The KV cache's geometry comes from the graph: the KV_STORE nodes' k. */
+static int kv_geometry(const struct graph *g, int64_t *n_head_kv, int64_t *head_dim, int *n_layer)
+{
+    *n_layer = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct node *n = &g->node[i];
+        if (n->op != OP_KV_STORE)
+            continue;
+        const struct node *k = &g->node[n->src[0]];
+        *head_dim = k->ne[0];
+        *n_head_kv = k->ne[1];
+        *n_layer = n->layer + 1 > *n_layer ? n->layer + 1 : *n_layer;
+    }
+    return *n_layer > 0 ? 0 : -1;
+}
+
+static int64_t widest_row(const struct model *m)
+{
+    int64_t k = 0;
+    for (int i = 0; i < m->n_w; i++)
+        k = m->w[i].ne[0] > k ? m->w[i].ne[0] : k;
+    return k;
+}
+
+static int build(struct engine *en, int64_t nt, struct error *e)
+{
+    if (en->graph_nt == nt)
+        return 0;
+    const struct arch_def *a = en->m->arch;
+    en->graph_nt = 0;
+    if (a->build(&en->g, en->m->hp, en->m->weights, nt) < 0)
+        return fail(e, "%s", en->g.err.msg);
+    if (en->g.arena_bytes > en->arena_bytes)
+        return fail(e, "graph for %lld tokens needs %zu arena bytes, %zu were planned", (long long)nt,
+                    en->g.arena_bytes, en->arena_bytes);
+    en->graph_nt = nt;
+    return 0;
+}
+
+static int64_t training_context(const struct model *m)
+{
+    for (int i = 0; i < m->arch->n_hparams; i++)
+        if (strcmp(m->arch->hparams[i].name, "n_ctx") == 0 && !m->arch->hparams[i].is_float)
+            return *(const int64_t *)((const char *)m->hp + m->arch->hparams[i].offset);
+    return 4096;
+}
+
+int engine_init(struct engine *en, const struct model *m, const struct engine_config *cfg, struct error *e)
+{
+    memset(en, 0, sizeof *en);
+    en->m = m;
+    en->cfg = *cfg;
+    if (en->cfg.n_batch <= 0)
+        en->cfg.n_batch = 512;
+    if (en->cfg.n_ctx <= 0)
+        en->cfg.n_ctx = training_context(m);
+    if (en->cfg.n_batch > en->cfg.n_ctx)
+        en->cfg.n_batch = en->cfg.n_ctx;
+    const struct arch_def *a = m->arch;
+    if (graph_init(&en->g, a->max_nodes(m->hp), a->source, e))
+        return -1;
+    int64_t n_head_kv = 0, head_dim = 0;
+    int n_layer;
+    if (a->build(&en->g, m->hp, m->weights, 1) < 0 || kv_geometry(&en->g, &n_head_kv, &head_dim, &n_layer)) {
+        fail(e, "%s", en->g.failed ? en->g.err.msg : "the graph stores no keys and values");
+        engine_free(en);
+        return -1;
+    }
+    int result = en->g.result;
+    en->n_vocab = en->g.node[result].ne[0];
+    en->arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch);
+    en->arena = aligned_alloc(256, (en->arena_bytes + 255) & ~(size_t)255);
+    en->pos = malloc((size_t)en->cfg.n_batch * sizeof *en->pos);
+    en->logits = malloc((size_t)en->n_vocab * sizeof *en->logits);
+    int rc = !en->arena || !en->pos || !en->logits
+                 ? fail(e, "out of memory for activations (%.1f MiB for batches of %lld)",
+                        (double)en->arena_bytes / 1048576.0, (long long)en->cfg.n_batch)
+                 : 0;
+    rc = rc || kv_init(&en->kv, en->cfg.kv_type, n_layer, en->cfg.n_ctx, n_head_kv, head_dim, e) ||
+         cpu_scratch_init(&en->scratch, widest_row(m), en->cfg.n_batch, en->cfg.n_ctx, e);
+    if (rc) {
+        engine_free(en);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_free(struct engine *en)
+{
+    graph_free(&en->g);
+    kv_free(&en->kv);
+    cpu_scratch_free(&en->scratch);
+    free(en->arena);
+    free(en->pos);
+    free(en->logits);
+    memset(en, 0, sizeof *en);
+}
+
+static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, struct error *e)
+{
+    if (build(en, nt, e))
+        return -1;
+    const struct graph *g = &en->g;
+    int32_t *ids = NULL;
+    for (int i = 0; i < g->n && !ids; i++)
+        if (g->node[i].op == OP_TOKENS)
+            ids = (int32_t *)(en->arena + g->node[i].offset);
+    memcpy(ids, tokens, (size_t)nt * sizeof *ids);
+    for (int64_t t = 0; t < nt; t++)
+        en->pos[t] = en->n_past + t;
+    struct cpu_run run = { en->arena, en->pos, &en->kv, &en->scratch };
+    if (cpu_execute(g, &run, e))
+        return -1;
+    memcpy(en->logits, en->arena + g->node[g->result].offset, (size_t)en->n_vocab * sizeof *en->logits);
+    en->n_past += nt;
+    return 0;
+}
+
+int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct error *e)
+{
+    if (n <= 0)
+        return fail(e, "no tokens to evaluate");
+    if (en->n_past + n > en->cfg.n_ctx)
+        return fail(e, "context overflow: %lld tokens in the cache plus %lld new exceed the context of %lld",
+                    (long long)en->n_past, (long long)n, (long long)en->cfg.n_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= en->n_vocab)
+            return fail(e, "token id %d at position %lld is outside the vocabulary of %lld", tokens[i],
+                        (long long)(en->n_past + i), (long long)en->n_vocab);
+    for (int64_t done = 0; done < n;) {
+        int64_t nt = n - done < en->cfg.n_batch ? n - done : en->cfg.n_batch;
+        if (eval_batch(en, tokens + done, nt, e))
+            return -1;
+        done += nt;
+    }
+    return 0;
+}
+
+void engine_truncate(struct engine *en, int64_t n_past)
+{
+    if (n_past >= 0 && n_past < en->n_past)
+        en->n_past = n_past;
+}

@@ -1,0 +1,46 @@
+/* engine.h: one inference session over a bound model: the KV cache, the
+ * activation arena (allocated once, for the largest batch), the graph for
+ * the current batch size, and the logits of the last token evaluated. Each
+ * engine owns its memory; two engines in one process do not interact. */
+#ifndef MINFER_ENGINE_H
+#define MINFER_ENGINE_H
+
+#include <stdint.h>
+
+#include "cpu/cpu.h"
+#include "graph.h"
+#include "kv_cache.h"
+#include "model.h"
+
+struct engine_config {
+    int64_t n_ctx;         /* positions the KV cache holds; 0: the model's training context */
+    int64_t n_batch;       /* tokens per graph when processing a prompt (default 512) */
+    enum kv_type kv_type;
+};
+
+struct engine {
+    const struct model *m;
+    struct engine_config cfg;
+    struct kv_cache kv;
+    struct graph g;
+    int64_t graph_nt;      /* the batch size g was built for, 0 for none */
+    uint8_t *arena;
+    size_t arena_bytes;
+    struct cpu_scratch scratch;
+    int64_t *pos;          /* n_batch positions */
+    int64_t n_past;        /* positions filled in the KV cache */
+    int64_t n_vocab;
+    float *logits;         /* n_vocab, of the last token evaluated */
+};
+
+int engine_init(struct engine *en, const struct model *m, const struct engine_config *cfg, struct error *e);
+void engine_free(struct engine *en);
+
+/* Appends n tokens at the current position, in batches of n_batch; leaves
+ * the logits of the last one. Running past n_ctx is an error naming both. */
+int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct error *e);
+
+/* Forgets positions from n_past on (0 starts over). */
+void engine_truncate(struct engine *en, int64_t n_past);
+
+#endif
