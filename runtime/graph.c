@@ -217,9 +217,10 @@ static bool float_type(const struct weight *w)
     return w && (w->type == TYPE_F32 || w->type == TYPE_F16 || w->type == TYPE_BF16);
 }
 
-/* A norm fused to emit Q8_1 for its matmuls emits f32 instead when one of
- * them multiplies by unquantized weights: those keep full precision (its
- * slot is sized for f32 either way), the others quantize the f32 input. */
+/* A norm fused to emit Q8_1 for its matmuls emits f32 instead when the
+ * backend computes with f32 activations (the CPU reference) or when one of
+ * the matmuls multiplies by unquantized weights: those keep full precision
+ * (its slot is sized for f32 either way). */
 static void settle_activation_type(struct graph *g, const struct node_desc *d)
 {
     int n_w = d->op == OP_MATMUL_QKV ? 3 : d->op == OP_FFN_SWIGLU ? 2 : 1;
@@ -227,7 +228,7 @@ static void settle_activation_type(struct graph *g, const struct node_desc *d)
     if (x->op != OP_RMS_NORM_Q8 || x->dtype != ACT_Q8_1)
         return;
     for (int k = 0; k < n_w; k++) {
-        if (float_type(d->w[k])) {
+        if (!g->q8_activations || float_type(d->w[k])) {
             x->dtype = ACT_F32;
             x->row_stride = 4 * x->ne[0];
             return;

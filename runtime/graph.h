@@ -54,6 +54,7 @@ struct graph {
     struct error err;             /* first error while building */
     bool failed;
     int result;                   /* the logits node */
+    bool q8_activations;          /* the backend takes Q8_1 activations where the graph offers them */
 };
 
 int graph_init(struct graph *g, int cap, const char *source, struct error *e);

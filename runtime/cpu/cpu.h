@@ -1,9 +1,10 @@
 /* cpu.h: the CPU backend, minfer's reference: scalar kernels over the GGUF
  * block layout, every reduction in a fixed order, so the same input gives the
  * same bits on every run and a batch of tokens gives the same bits as the
- * tokens one at a time. Matmuls with quantized weights take Q8_1 activations
- * and use the integer dot products of quant_dot.c, as the GPU kernels do;
- * unquantized weights (F32, F16, BF16) multiply f32 activations. */
+ * tokens one at a time. Activations stay f32 throughout: a matmul decodes
+ * each weight row once and takes its dot product with every column, so the
+ * result is the weights' exact values applied in f32 (the oracle the GPU's
+ * Q8_1-activation kernels are measured against). */
 #ifndef MINFER_CPU_H
 #define MINFER_CPU_H
 
@@ -18,7 +19,6 @@
 struct cpu_scratch {
     float *row;        /* k_max floats: one dequantized weight row or norm weight */
     float *row2;       /* k_max floats */
-    uint8_t *q8;       /* n_batch * k_max / 32 * 36 bytes: activations as Q8_1 */
     float *scores;     /* n_ctx floats: one head's attention scores */
     int64_t k_max, n_batch, n_ctx;
 };

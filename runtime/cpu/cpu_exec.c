@@ -12,9 +12,8 @@ int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int6
     s->n_ctx = n_ctx;
     s->row = malloc((size_t)k_max * sizeof *s->row);
     s->row2 = malloc((size_t)k_max * sizeof *s->row2);
-    s->q8 = malloc((size_t)n_batch * (size_t)(k_max / 32 + 1) * 36);
     s->scores = malloc((size_t)n_ctx * sizeof *s->scores);
-    if (!s->row || !s->row2 || !s->q8 || !s->scores) {
+    if (!s->row || !s->row2 || !s->scores) {
         cpu_scratch_free(s);
         return fail(e, "out of memory for CPU scratch (rows of %lld, batch %lld, context %lld)", (long long)k_max,
                     (long long)n_batch, (long long)n_ctx);
@@ -26,7 +25,6 @@ void cpu_scratch_free(struct cpu_scratch *s)
 {
     free(s->row);
     free(s->row2);
-    free(s->q8);
     free(s->scores);
     memset(s, 0, sizeof *s);
 }

@@ -37,13 +37,8 @@ void cpu_rms_norm(const struct graph *g, const struct node *n, struct cpu_run *r
     uint8_t *out = cpu_data(g, r, index_of(g, n));
     int64_t d = n->ne[0];
     dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
-    for (int64_t c = 0; c < n->ne[1]; c++) {
-        if (n->dtype == ACT_Q8_1) {
-            rms_norm_row(x + c * d, r->s->row, r->s->row2, d, n->f[0]);
-            quant_q8_1(r->s->row2, out + (size_t)c * (size_t)(d / 32) * 36, d);
-        } else
-            rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->f[0]);
-    }
+    for (int64_t c = 0; c < n->ne[1]; c++)
+        rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->f[0]);
 }
 
 /* Rotates one head vector in place for position pos. The angle is formed in
