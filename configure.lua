@@ -66,6 +66,12 @@ parse_args(arg)
 local lua_cflags = require_tool("Lua 5.4", "pkg-config --cflags lua5.4", "liblua5.4-dev")
 local lua_libs = require_tool("Lua 5.4", "pkg-config --libs lua5.4", "liblua5.4-dev")
 require_tool("re2c", "re2c --version", "re2c")
+-- the Unicode classes the pre-tokenizer uses come with re2c
+local re2c_stdlib
+for _, d in ipairs({ "/usr/share/re2c/stdlib", "/usr/local/share/re2c/stdlib" }) do
+  if run("test -f " .. d .. "/unicode_categories.re && echo y") then re2c_stdlib = d end
+end
+if not re2c_stdlib then die("re2c's unicode_categories.re not found: apt-get install re2c") end
 local crit_cflags = require_tool("Criterion", "pkg-config --cflags criterion", "libcriterion-dev")
 local crit_libs = require_tool("Criterion", "pkg-config --libs criterion", "libcriterion-dev")
 local cc = os.getenv("CC") or "gcc"
@@ -82,7 +88,7 @@ table.sort(archs)
 if #archs == 0 then die("no architecture descriptions in archs/") end
 
 -- Sources, one concern per file (see each file's first comment).
-local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine",
+local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine", "tokenizer",
                   "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
                   "cmd_synth" }
@@ -91,7 +97,7 @@ local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
-                "test_graph_plan", "test_fixtures" }
+                "test_graph_plan", "test_fixtures", "test_tokenizer" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.
@@ -134,7 +140,9 @@ for i, f in ipairs(fuzz_sources) do fuzz_sources[i] = S .. "/" .. f end
 local edges = {}
 local function edge(s) table.insert(edges, s) end
 
-local lib_objs = {}
+local lib_objs = { B .. "/obj/runtime/pretokenize.o" }
+edge(("build %s/obj/runtime/pretokenize.c: re2c_utf8 %s/runtime/pretokenize.re"):format(B, S))
+edge(("build %s/obj/runtime/pretokenize.o: cc %s/obj/runtime/pretokenize.c"):format(B, B))
 for _, f in ipairs(runtime) do
   local o = B .. "/obj/runtime/" .. f .. ".o"
   edge(("build %s: cc %s/runtime/%s.c"):format(o, S, f))
@@ -257,7 +265,7 @@ local vars = {
   NVCCFLAGS = table.concat(nvccflags, " "), CRITERION_CFLAGS = crit_cflags, CRITERION_LIBS = crit_libs,
   FUZZ_CC = fuzz_cc or "false", LUA = arg[-1] or "lua5.4", CONFIGURE_ARGS = configure_args, SRC = S,
   LUA_CFLAGS = lua_cflags, LUA_LIBS = lua_libs,
-  BUILD_ABS = build_abs,
+  BUILD_ABS = build_abs, RE2C_STDLIB = re2c_stdlib,
   TEST_ENV = opts.sanitize and ("LSAN_OPTIONS=suppressions=" .. S .. "/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1") or "",
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "arch_def.h"
+#include "byte_level.h"
 #include "cli.h"
 #include "gguf_write.h"
 #include "presets.h"
@@ -147,23 +148,6 @@ static int parse_hparams(const struct arch_def *a, const char *text, struct valu
 
 /* ---- metadata ---- */
 
-/* GPT-2's byte-level alphabet: printable bytes stand for themselves, the rest
- * map to U+0100 onwards, so every byte has a visible token. */
-static void byte_token(int b, char *out)
-{
-    int cp = b;
-    if (!((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))) {
-        int n = 0;
-        for (int k = 0; k < b; k++)
-            n += !((k >= 0x21 && k <= 0x7e) || (k >= 0xa1 && k <= 0xac) || (k >= 0xae && k <= 0xff));
-        cp = 256 + n;
-    }
-    if (cp < 0x80)
-        out[0] = (char)cp, out[1] = 0;
-    else
-        out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
-}
-
 static int set_tokenizer(struct gguf_writer *w, int64_t n_vocab, struct error *e)
 {
     static const char *const specials[] = { "<|endoftext|>", "<|im_start|>", "<|im_end|>" };
@@ -180,7 +164,7 @@ static int set_tokenizer(struct gguf_writer *w, int64_t n_vocab, struct error *e
         tok[i] = text + i * 24;
         type[i] = 1; /* normal */
         if (i < 256)
-            byte_token((int)i, tok[i]);
+            tok[i][byte_level_utf8(byte_level_char((int)i), tok[i])] = 0;
         else if (i >= n_vocab - 3) {
             snprintf(tok[i], 24, "%s", specials[i - (n_vocab - 3)]);
             type[i] = 3; /* control */

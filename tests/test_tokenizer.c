@@ -1,0 +1,155 @@
+/* test_tokenizer.c: minfer's tokenizer against Hugging Face `tokenizers` on
+ * Qwen's real vocabulary (tests/ref/qwen_tokenizer.py builds both from the
+ * qwen.tiktoken file the dashscope package ships): every id of 300+ texts
+ * (ASCII, whitespace runs, digits, contractions, CJK, emoji, mixed scripts,
+ * special tokens), round trips back to the bytes, and streaming decoding
+ * that never emits half a UTF-8 character. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "support.h"
+#include "tokenizer.h"
+
+struct case_ {
+    char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n_ids;
+};
+
+static struct tokenizer tok;
+static struct gguf vocab;
+static struct case_ *cases;
+static int n_cases;
+
+static int unhex(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
+static void load(void)
+{
+    const char *dir = temp_path(".tok");
+    char cmd[1024], *out, path[1200];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && python3 %s/tests/ref/qwen_tokenizer.py %s", dir, src_dir(), dir);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s\n%s", cmd, out);
+    free(out);
+    struct error e;
+    snprintf(path, sizeof path, "%s/qwen_vocab.gguf", dir);
+    cr_assert_eq(gguf_open(&vocab, path, &e), 0, "%s", e.msg);
+    cr_assert_eq(tokenizer_load(&tok, &vocab, &e), 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/cases.txt", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char line[1 << 16];
+    cases = calloc(1024, sizeof *cases);
+    while (fgets(line, sizeof line, f) && n_cases < 1024) {
+        struct case_ *c = &cases[n_cases++];
+        char *tab = strchr(line, '\t');
+        cr_assert_not_null(tab);
+        c->len = (size_t)(tab - line) / 2;
+        c->text = malloc(c->len + 1);
+        for (size_t i = 0; i < c->len; i++)
+            c->text[i] = (char)(unhex(line[2 * i]) << 4 | unhex(line[2 * i + 1]));
+        c->text[c->len] = 0;
+        c->ids = malloc(strlen(tab) * sizeof *c->ids);
+        for (char *p = tab + 1, *end; (c->ids[c->n_ids] = (int32_t)strtol(p, &end, 10)), end != p; p = end)
+            c->n_ids++;
+    }
+    fclose(f);
+}
+
+static void show(const struct case_ *c, const int32_t *got, size_t n, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "text \"%s\"\n  want", c->text);
+    for (size_t i = 0; i < c->n_ids && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, " %d", c->ids[i]);
+    len += (size_t)snprintf(buf + len, cap - len, "\n  got ");
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, " %d", got[i]);
+}
+
+Test(tokenizer, every_id_matches_hugging_face_tokenizers, .timeout = 120)
+{
+    load();
+    cr_assert_geq(n_cases, 200);
+    struct error e;
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    int mismatches = 0;
+    static char report[1 << 14];
+    for (int k = 0; k < n_cases; k++) {
+        size_t n = 0;
+        cr_assert_eq(tokenizer_encode(&tok, cases[k].text, cases[k].len, true, &ids, &n, &cap, &e), 0, "%s", e.msg);
+        if (n != cases[k].n_ids || memcmp(ids, cases[k].ids, n * sizeof *ids) != 0) {
+            if (mismatches++ == 0)
+                show(&cases[k], ids, n, report, sizeof report);
+        }
+    }
+    cr_assert_eq(mismatches, 0, "%d of %d texts differ; the first:\n%s", mismatches, n_cases, report);
+    free(ids);
+}
+
+Test(tokenizer, decoding_gives_back_the_bytes_and_streams_whole_characters, .timeout = 120)
+{
+    load();
+    for (int k = 0; k < n_cases; k++) {
+        const struct case_ *c = &cases[k];
+        static char joined[1 << 16], chunk[1024];
+        size_t len = 0;
+        struct detokenizer d = { .n_pending = 0 };
+        for (size_t i = 0; i < c->n_ids; i++) {
+            size_t n = detokenize_push(&d, &tok, c->ids[i], chunk, sizeof chunk);
+            /* a chunk never ends inside a UTF-8 sequence */
+            size_t j = n;
+            while (j > 0 && ((unsigned char)chunk[j - 1] & 0xc0) == 0x80)
+                j--;
+            if (j > 0 && n > 0) {
+                unsigned char lead = (unsigned char)chunk[j - 1];
+                size_t need = lead < 0x80 ? 1 : (lead & 0xe0) == 0xc0 ? 2 : (lead & 0xf0) == 0xe0 ? 3 : 4;
+                cr_assert_eq(n - (j - 1), need, "case %d: chunk %zu ends inside a character", k, i);
+            }
+            memcpy(joined + len, chunk, n);
+            len += n;
+        }
+        len += detokenize_flush(&d, joined + len, sizeof joined - len);
+        cr_assert(len == c->len && memcmp(joined, c->text, len) == 0, "case %d \"%s\" decodes to \"%.*s\"", k, c->text,
+                  (int)len, joined);
+    }
+}
+
+Test(tokenizer, specials_are_text_unless_parsed)
+{
+    load();
+    struct error e;
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    const char *s = "<|im_start|>user";
+    cr_assert_eq(tokenizer_encode(&tok, s, strlen(s), true, &ids, &n, &cap, &e), 0);
+    cr_assert(n == 2 && ids[0] == tokenizer_find(&tok, "<|im_start|>", 12), "parsed: %zu ids", n);
+    n = 0;
+    cr_assert_eq(tokenizer_encode(&tok, s, strlen(s), false, &ids, &n, &cap, &e), 0);
+    cr_assert_gt(n, 2, "unparsed specials are ordinary text");
+    for (size_t i = 0; i < n; i++)
+        cr_assert_lt(ids[i], 151643);
+    free(ids);
+}
+
+Test(tokenizer, a_vocabulary_it_cannot_read_is_refused)
+{
+    struct buf b = { 0 };
+    buf_u32(&b, GGUF_MAGIC);
+    buf_u32(&b, 3);
+    buf_u64(&b, 0);
+    buf_u64(&b, 1);
+    buf_str(&b, "tokenizer.ggml.model");
+    buf_u32(&b, GGUF_STRING);
+    buf_str(&b, "llama");
+    struct gguf g;
+    struct error e;
+    cr_assert_eq(gguf_parse(&g, b.p, b.n, &e), 0, "%s", e.msg);
+    struct tokenizer t;
+    cr_assert_eq(tokenizer_load(&t, &g, &e), -1);
+    cr_assert_str_eq(e.msg, "tokenizer model 'llama' is not supported (minfer reads byte-level BPE, 'gpt2')");
+    gguf_free(&g);
+    buf_free(&b);
+}
