@@ -88,10 +88,10 @@ table.sort(archs)
 if #archs == 0 then die("no architecture descriptions in archs/") end
 
 -- Sources, one concern per file (see each file's first comment).
-local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine", "tokenizer",
+local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine", "tokenizer", "sampler",
                   "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
-                  "cmd_synth" }
+                  "cmd_synth", "cmd_run", "cmd_bench", "session" }
 local cuda_sources = { "device", "quantize_q8_1" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
@@ -197,9 +197,7 @@ end
 generic_objs = registry("registry", archs, generic_objs)
 local generic = table.concat(generic_objs, " ")
 edge(("build %s/minfer: link %s/obj/runtime/main.o %s %s/libminfer.a"):format(B, B, generic, B))
-edge(("build %s/obj/tools/demo_gguf.o: cc %s/tools/demo_gguf.c"):format(B, S))
-edge(("build %s/demo-gguf: link %s/obj/tools/demo_gguf.o %s/libminfer.a"):format(B, B, B))
-edge(("build %s/demo.gguf: demo_gguf %s/demo-gguf"):format(B, B))
+edge(("build %s/demo.gguf: synth | %s/minfer"):format(B, B))
 edge(("build %s/obj/tools/quant_rmse.o: cc %s/tools/quant_rmse.c"):format(B, S))
 edge(("build %s/quant-rmse: link %s/obj/tools/quant_rmse.o %s/libminfer.a"):format(B, B, B))
 edge(("build %s/demo-q4_k_m.gguf: quantize %s/demo.gguf | %s/minfer\n  type = q4_k_m"):format(B, B, B))
@@ -225,8 +223,8 @@ edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S
 table.insert(test_objs, B .. "/obj/tests/support.o")
 edge(("build %s/minfer-tests: link %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
   B, table.concat(test_objs, " "), generic, B))
-edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/demo-gguf %s/minfer-compile %s/minfer-qwen2.5-0.5b"):format(
-  B, B, B, B, B))
+edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/minfer-compile %s/minfer-qwen2.5-0.5b"):format(
+  B, B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
                    B .. "/minfer-compile" }
 -- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with
@@ -266,6 +264,7 @@ local vars = {
   FUZZ_CC = fuzz_cc or "false", LUA = arg[-1] or "lua5.4", CONFIGURE_ARGS = configure_args, SRC = S,
   LUA_CFLAGS = lua_cflags, LUA_LIBS = lua_libs,
   BUILD_ABS = build_abs, RE2C_STDLIB = re2c_stdlib,
+  DEMO_HPARAMS = "n_embd=384,n_layer=2,n_head=6,n_head_kv=2,n_ff=1024,n_vocab=2048,n_ctx=4096,eps=1e-6",
   TEST_ENV = opts.sanitize and ("LSAN_OPTIONS=suppressions=" .. S .. "/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1") or "",
 }
 

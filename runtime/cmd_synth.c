@@ -224,6 +224,24 @@ static int read_back(const struct arch_def *a, struct gguf_writer *w, const char
     return rc;
 }
 
+/* Writes the hyperparameters the file would otherwise leave to defaults, so
+ * it carries full metadata: their values are what the reader computed. */
+static int complete_metadata(const struct arch_def *a, const struct values *vals, const void *hp,
+                             struct gguf_writer *w, struct error *e)
+{
+    for (int i = 0; i < a->n_hparams; i++) {
+        const struct hparam_spec *h = &a->hparams[i];
+        if (h->source != HPARAM_GGUF || vals->set[i])
+            continue;
+        const char *field = (const char *)hp + h->offset;
+        int rc = h->is_float ? gguf_set_f32(w, h->key, *(const float *)field)
+                             : gguf_set_u32(w, h->key, (uint32_t)*(const int64_t *)field);
+        if (rc)
+            return fail(e, "out of memory");
+    }
+    return 0;
+}
+
 /* ---- tensors ---- */
 
 struct job {
@@ -389,7 +407,8 @@ static int run(const struct options *o, struct error *e)
     struct gguf_writer *w = gguf_writer_new();
     void *hp = calloc(1, a->hparams_size);
     int rc = !w || !hp ? fail(e, "out of memory") : 0;
-    rc = rc || set_metadata(a, &vals, o, w, e) || read_back(a, w, o->out, hp, e) || write_model(a, o, w, hp, tied, e);
+    rc = rc || set_metadata(a, &vals, o, w, e) || read_back(a, w, o->out, hp, e) ||
+         complete_metadata(a, &vals, hp, w, e) || write_model(a, o, w, hp, tied, e);
     gguf_writer_free(w);
     free(hp);
     return rc ? -1 : 0;

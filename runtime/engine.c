@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hparams.h"
 
@@ -64,6 +65,10 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
         en->cfg.n_ctx = training_context(m);
     if (en->cfg.n_batch > en->cfg.n_ctx)
         en->cfg.n_batch = en->cfg.n_ctx;
+    if (en->cfg.n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        en->cfg.n_threads = n > 0 && n <= 64 ? (int)n : 1;
+    }
     const struct arch_def *a = m->arch;
     if (graph_init(&en->g, a->max_nodes(m->hp), a->source, e))
         return -1;
@@ -85,7 +90,7 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
                         (double)en->arena_bytes / 1048576.0, (long long)en->cfg.n_batch)
                  : 0;
     rc = rc || kv_init(&en->kv, en->cfg.kv_type, n_layer, en->cfg.n_ctx, n_head_kv, head_dim, e) ||
-         cpu_scratch_init(&en->scratch, widest_row(m), en->cfg.n_batch, en->cfg.n_ctx, e);
+         cpu_scratch_init(&en->scratch, widest_row(m), en->cfg.n_batch, en->cfg.n_ctx, en->cfg.n_threads, e);
     if (rc) {
         engine_free(en);
         return -1;

@@ -16,6 +16,7 @@ struct engine_config {
     int64_t n_ctx;         /* positions the KV cache holds; 0: the model's training context */
     int64_t n_batch;       /* tokens per graph when processing a prompt (default 512) */
     enum kv_type kv_type;
+    int n_threads;         /* CPU threads for matmuls; 0: all cores */
 };
 
 struct engine {

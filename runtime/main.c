@@ -12,6 +12,9 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *help;
 } commands[] = {
+    { "run", cmd_run, "run -m FILE -p TEXT [-n N]    complete a prompt (see --help for sampling)" },
+    { "chat", cmd_chat, "chat -m FILE [--system TEXT] talk, one message per input line" },
+    { "bench", cmd_bench, "bench -m FILE [-p 512 -n 128] prompt and generation speed" },
     { "info", cmd_info, "info FILE [--json]           describe a GGUF file" },
     { "quantize", cmd_quantize, "quantize IN OUT --type T     requantize a GGUF (types and mixes: see --help)" },
     { "synth", cmd_synth, "synth --preset P -o OUT       write a random model of a known shape (see --help)" },

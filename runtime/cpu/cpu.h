@@ -20,10 +20,13 @@ struct cpu_scratch {
     float *row;        /* k_max floats: one dequantized weight row or norm weight */
     float *row2;       /* k_max floats */
     float *scores;     /* n_ctx floats: one head's attention scores */
+    float *rows;       /* n_threads * k_max floats: each matmul thread's weight row */
+    int n_threads;     /* matmul rows are split among this many threads */
     int64_t k_max, n_batch, n_ctx;
 };
 
-int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, struct error *e);
+int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, int n_threads,
+                     struct error *e);
 void cpu_scratch_free(struct cpu_scratch *s);
 
 struct cpu_run {

@@ -4,16 +4,19 @@
 
 #include "cpu.h"
 
-int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, struct error *e)
+int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, int n_threads,
+                     struct error *e)
 {
     memset(s, 0, sizeof *s);
+    s->n_threads = n_threads > 0 ? n_threads : 1;
+    s->rows = malloc((size_t)s->n_threads * (size_t)k_max * sizeof *s->rows);
     s->k_max = k_max;
     s->n_batch = n_batch;
     s->n_ctx = n_ctx;
     s->row = malloc((size_t)k_max * sizeof *s->row);
     s->row2 = malloc((size_t)k_max * sizeof *s->row2);
     s->scores = malloc((size_t)n_ctx * sizeof *s->scores);
-    if (!s->row || !s->row2 || !s->scores) {
+    if (!s->row || !s->row2 || !s->scores || !s->rows) {
         cpu_scratch_free(s);
         return fail(e, "out of memory for CPU scratch (rows of %lld, batch %lld, context %lld)", (long long)k_max,
                     (long long)n_batch, (long long)n_ctx);
@@ -26,6 +29,7 @@ void cpu_scratch_free(struct cpu_scratch *s)
     free(s->row);
     free(s->row2);
     free(s->scores);
+    free(s->rows);
     memset(s, 0, sizeof *s);
 }
 

@@ -1,42 +1,103 @@
 /* cpu_matmul.c: the matmul family on the CPU: MATMUL, MATMUL_ADD (residual
  * epilogue), MATMUL_QKV (three outputs) and FFN_SWIGLU (gate and up paired).
- * Each weight row is decoded once and dotted with every column, in order. */
+ * Each weight row is decoded once and dotted with every column. Rows are
+ * split among threads; every output element is computed the same way
+ * whichever thread computes it, so the bits do not depend on the count. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "quant.h"
 
+/* Eight running sums (element i goes to sum i % 8), combined in a fixed
+ * tree: an order the compiler can vectorize, identical on every run. */
 static float dot(const float *a, const float *b, int64_t n)
 {
-    float sum = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += a[i] * b[i];
-    return sum;
-}
-
-/* y[c * N + r] = w_r . x_c for every row r and column c, then the bias. */
-static int multiply(const struct weight *w, const struct weight *bias, const float *x, int64_t nt, float *y,
-                    float *row, struct error *e)
-{
-    int64_t k = w->ne[0], n = w->ne[1];
-    size_t row_bytes = type_bytes(w->type, (uint64_t)k);
-    for (int64_t r = 0; r < n; r++) {
-        if (dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * row_bytes, row, k))
-            return fail(e, "weight '%.*s': the CPU cannot read type %s", (int)w->name_len, w->name, type_name(w->type));
-        for (int64_t c = 0; c < nt; c++)
-            y[c * n + r] = dot(row, x + c * k, k);
-    }
-    if (bias) {
-        dequantize_row(bias->type, bias->data, row, n);
-        for (int64_t c = 0; c < nt; c++)
-            for (int64_t r = 0; r < n; r++)
-                y[c * n + r] += row[r];
-    }
-    return 0;
+    float s[8] = { 0 };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += a[i + j] * b[i + j];
+    for (int j = 0; i < n; i++, j++)
+        s[j] += a[i] * b[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 static float silu(float v) { return v / (1.0f + expf(-v)); }
+
+enum mode { PRODUCT, SWIGLU_UP }; /* y = w x, or y = silu(y) * (w x) */
+
+struct job {
+    const struct weight *w;
+    const float *x;
+    int64_t nt;
+    float *y;
+    enum mode mode;
+    int64_t r0, r1;   /* the rows this thread makes */
+    float *row;       /* its decode buffer */
+    int failed;
+};
+
+static void *run_rows(void *arg)
+{
+    struct job *j = arg;
+    const struct weight *w = j->w;
+    int64_t k = w->ne[0], n = w->ne[1];
+    size_t row_bytes = type_bytes(w->type, (uint64_t)k);
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        if (dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * row_bytes, j->row, k)) {
+            j->failed = 1;
+            return NULL;
+        }
+        for (int64_t c = 0; c < j->nt; c++) {
+            float v = dot(j->row, j->x + c * k, k);
+            float *out = &j->y[c * n + r];
+            *out = j->mode == PRODUCT ? v : silu(*out) * v;
+        }
+    }
+    return NULL;
+}
+
+/* Runs the rows of w over the scratch's threads. */
+static int rows_in_parallel(const struct weight *w, const float *x, int64_t nt, float *y, enum mode mode,
+                            struct cpu_scratch *s, struct error *e)
+{
+    int64_t n = w->ne[1];
+    int t_count = s->n_threads < n ? s->n_threads : (int)n;
+    struct job jobs[64];
+    pthread_t th[64];
+    if (t_count > 64)
+        t_count = 64;
+    for (int t = 0; t < t_count; t++)
+        jobs[t] = (struct job){ w, x, nt, y, mode, n * t / t_count, n * (t + 1) / t_count, s->rows + t * s->k_max, 0 };
+    int started = 1;
+    for (; started < t_count; started++)
+        if (pthread_create(&th[started], NULL, run_rows, &jobs[started]) != 0)
+            break;
+    for (int t = started; t < t_count; t++) /* threads that could not start: do their rows here */
+        run_rows(&jobs[t]);
+    run_rows(&jobs[0]);
+    int failed = jobs[0].failed;
+    for (int t = 1; t < t_count; t++) {
+        if (t < started)
+            pthread_join(th[t], NULL);
+        failed |= jobs[t].failed;
+    }
+    if (failed)
+        return fail(e, "weight '%.*s': the CPU cannot read type %s", (int)w->name_len, w->name, type_name(w->type));
+    return 0;
+}
+
+static void add_bias(const struct weight *bias, int64_t n, int64_t nt, float *y, float *row)
+{
+    if (!bias)
+        return;
+    dequantize_row(bias->type, bias->data, row, n);
+    for (int64_t c = 0; c < nt; c++)
+        for (int64_t r = 0; r < n; r++)
+            y[c * n + r] += row[r];
+}
 
 int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run *r, struct error *e)
 {
@@ -45,43 +106,36 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
         return fail(e, "%s: the CPU backend takes f32 activations", graph_op_name(n->op));
     const float *x = (const float *)cpu_data(g, r, n->src[0]);
     int64_t nt = xn->ne[1];
-    float *y = (float *)cpu_data(g, r, (int)(n - g->node)), *row = r->s->row;
+    float *y = (float *)cpu_data(g, r, (int)(n - g->node));
+    struct cpu_scratch *s = r->s;
     switch (n->op) {
     case OP_MATMUL:
-        return multiply(n->w[0], n->w[1], x, nt, y, row, e);
-    case OP_MATMUL_ADD: {
-        if (multiply(n->w[0], n->w[1], x, nt, y, row, e))
+    case OP_MATMUL_ADD:
+        if (rows_in_parallel(n->w[0], x, nt, y, PRODUCT, s, e))
             return -1;
-        const float *res = (const float *)cpu_data(g, r, n->src[1]);
-        for (int64_t i = 0; i < n->ne[0] * nt; i++)
-            y[i] += res[i];
+        add_bias(n->w[1], n->ne[0], nt, y, s->row);
+        if (n->op == OP_MATMUL_ADD) {
+            const float *res = (const float *)cpu_data(g, r, n->src[1]);
+            for (int64_t i = 0; i < n->ne[0] * nt; i++)
+                y[i] += res[i];
+        }
         return 0;
-    }
     case OP_MATMUL_QKV: {
         if (n->part[0] < 0 || n->part[1] < 0)
             return fail(e, "MATMUL_QKV has no PART outputs");
         float *out[3] = { y, (float *)cpu_data(g, r, n->part[0]), (float *)cpu_data(g, r, n->part[1]) };
-        for (int k = 0; k < 3; k++)
-            if (multiply(n->w[k], n->w[3 + k], x, nt, out[k], row, e))
+        for (int k = 0; k < 3; k++) {
+            if (rows_in_parallel(n->w[k], x, nt, out[k], PRODUCT, s, e))
                 return -1;
-        return 0;
-    }
-    case OP_FFN_SWIGLU: {
-        /* the gate into y, then each up row combined with it as it is made */
-        if (multiply(n->w[0], NULL, x, nt, y, row, e))
-            return -1;
-        const struct weight *wu = n->w[1];
-        int64_t k = wu->ne[0], rows = n->ne[0];
-        size_t row_bytes = type_bytes(wu->type, (uint64_t)k);
-        for (int64_t j = 0; j < rows; j++) {
-            if (dequantize_row(wu->type, (const uint8_t *)wu->data + (size_t)j * row_bytes, row, k))
-                return fail(e, "weight '%.*s': the CPU cannot read type %s", (int)wu->name_len, wu->name,
-                            type_name(wu->type));
-            for (int64_t c = 0; c < nt; c++)
-                y[c * rows + j] = silu(y[c * rows + j]) * dot(row, x + c * k, k);
+            add_bias(n->w[3 + k], n->w[k]->ne[1], nt, out[k], s->row);
         }
         return 0;
     }
+    case OP_FFN_SWIGLU:
+        /* the gate into y, then each up row combined with it: y = silu(gate) * up */
+        return rows_in_parallel(n->w[0], x, nt, y, PRODUCT, s, e) || rows_in_parallel(n->w[1], x, nt, y, SWIGLU_UP, s, e)
+                   ? -1
+                   : 0;
     default:
         return fail(e, "not a matmul op: %s", graph_op_name(n->op));
     }

@@ -119,6 +119,5 @@ static const char *env_or(const char *name, const char *fallback)
 }
 
 const char *minfer_bin(void) { return env_or("MINFER_BIN", "./minfer"); }
-const char *demo_gguf_bin(void) { return env_or("MINFER_DEMO_GGUF", "./demo-gguf"); }
 const char *src_dir(void) { return env_or("MINFER_SRC", ".."); }
 const char *compile_bin(void) { return env_or("MINFER_COMPILE", "minfer-compile"); }

@@ -34,7 +34,6 @@ int run_cmd(const char *cmd, char **out);
 
 /* Paths handed in by `ninja test` (see build.ninja.in). */
 const char *minfer_bin(void);
-const char *demo_gguf_bin(void);
 const char *src_dir(void);
 const char *compile_bin(void);     /* an absolute path: tests run it from src_dir */
 
