@@ -317,11 +317,22 @@ static int add_kernels(const struct ir *ir, struct tscope *root)
         if (dup)
             continue;
         seen[count++] = k;
+        bool matmul = k.op == OP_MATMUL || k.op == OP_MATMUL_ADD || k.op == OP_MATMUL_QKV || k.op == OP_FFN_SWIGLU;
         struct tscope *s = tscope_add(root, "kernels");
         tscope_set(s, "op", "%s", ir_op_name(k.op));
         tscope_set(s, "k", "%lld", (long long)k.k);
         tscope_set(s, "n", "%lld", (long long)k.n);
         tscope_set(s, "d", "%lld", (long long)k.d);
+        if (matmul && k.k > 0) {
+            tscope_set(s, "cpu_dot", "cpu_dot_%lld", (long long)k.k);
+            bool have = false; /* one instance per length */
+            for (int j = 0; j < count - 1 && !have; j++)
+                have = seen[j].k == k.k && (seen[j].op == OP_MATMUL || seen[j].op == OP_MATMUL_ADD ||
+                                            seen[j].op == OP_MATMUL_QKV || seen[j].op == OP_FFN_SWIGLU);
+            if (!have)
+                tscope_set(tscope_add(root, "dots"), "k", "%lld", (long long)k.k);
+        } else
+            tscope_set(s, "cpu_dot", "NULL");
     }
     return count;
 }

@@ -188,6 +188,24 @@ struct render {
     struct error *e;
 };
 
+/* Moves *i past the end tag that closes the block starting at *i. */
+static int skip_block(struct render *r, int *i, enum tok_kind until, int line)
+{
+    int depth = 0;
+    while (*i < r->n) {
+        enum tok_kind k = r->toks[(*i)++].kind;
+        if (k == TOK_EACH || k == TOK_IF)
+            depth++;
+        else if ((k == TOK_END_EACH || k == TOK_END_IF) && depth > 0)
+            depth--;
+        else if (k == until)
+            return 0;
+        else if (k == TOK_EOF || k == TOK_BAD || k == TOK_END_EACH || k == TOK_END_IF)
+            break;
+    }
+    return fail(r->e, "%s:%d: a block is not closed", r->path, line);
+}
+
 /* Renders toks[*i..] until the matching end tag (or EOF at depth 0). */
 static int render_block(struct render *r, int *i, const struct tscope *s, struct out *o, enum tok_kind until)
 {
@@ -212,17 +230,13 @@ static int render_block(struct render *r, int *i, const struct tscope *s, struct
                 return fail(r->e, "%s:%d: {{#each %.*s}}: not a list", r->path, t->line, (int)t->n, t->p);
             int body = *i, items = !v ? 0 : t->kind == TOK_IF ? ((v->str && *v->str) || v->n_items > 0) : v->n_items;
             enum tok_kind end = t->kind == TOK_EACH ? TOK_END_EACH : TOK_END_IF;
-            struct out sink = { 0 };
-            /* Render once even when empty, to find the end tag and check the block. */
-            for (int k = 0; k < (items ? items : 1); k++) {
+            if (items == 0 && skip_block(r, i, end, t->line))
+                return -1;
+            for (int k = 0; k < items; k++) {
                 *i = body;
-                const struct tscope *inner = t->kind == TOK_EACH && items ? v->items[k] : s;
-                if (render_block(r, i, inner, items ? o : &sink, end)) {
-                    free(sink.p);
+                if (render_block(r, i, t->kind == TOK_EACH ? v->items[k] : s, o, end))
                     return -1;
-                }
             }
-            free(sink.p);
             break;
         }
         case TOK_END_EACH:

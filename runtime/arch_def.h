@@ -41,6 +41,7 @@ struct kernel_instance {
     int64_t k;            /* input row length (matmul family, norms) */
     int64_t n;            /* output rows (matmul family) */
     int64_t d;            /* head size (head ops, attention) */
+    float (*cpu_dot)(const float *a, const float *b); /* matmul family with k fixed: the CPU's dot for it */
 };
 
 struct arch_def {

@@ -11,10 +11,11 @@
 static const char run_usage[] =
     "usage: minfer run -m FILE (-p TEXT | -f FILE) [-n N] [-c N] [-b N] [-t N] [--temp T] [--top-k K] [--top-p P]\n"
     "                  [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--cache-type f32|f16|q8_0]\n"
-    "                  [--context-shift [--keep N]]\n"
+    "                  [--context-shift [--keep N]] [--logits-out FILE]\n"
     "  -n N   tokens to generate (default: until end of text or the context is full)\n"
     "  -c N   context size (default: the model's training context)\n"
-    "  --temp 0 is greedy; --context-shift keeps the first --keep tokens and the newest half of the rest\n";
+    "  --temp 0 is greedy; --context-shift keeps the first --keep tokens and the newest half of the rest\n"
+    "  --logits-out FILE writes the last logits as raw little-endian float32\n";
 
 static const char chat_usage[] =
     "usage: minfer chat -m FILE [--system TEXT] [-n N] [-c N] [sampling flags as for run]\n"
@@ -78,6 +79,12 @@ int cmd_run(int argc, char **argv)
     if (!rc) {
         report("prompt", (int64_t)s.n_history - made, t1 - t0);
         report("generation", made, t2 - t1);
+    }
+    if (!rc && o.logits_out) {
+        FILE *f = fopen(o.logits_out, "wb");
+        size_t n = (size_t)s.engine.n_vocab;
+        if (!f || fwrite(s.engine.logits, sizeof(float), n, f) != n || fclose(f) != 0)
+            rc = fail(&e, "%s: cannot write the logits", o.logits_out);
     }
     session_close(&s);
     free(from_file);

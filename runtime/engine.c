@@ -72,6 +72,8 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
     const struct arch_def *a = m->arch;
     if (graph_init(&en->g, a->max_nodes(m->hp), a->source, e))
         return -1;
+    en->g.kernels = a->kernels;
+    en->g.n_kernels = a->n_kernels;
     int64_t n_head_kv = 0, head_dim = 0;
     int n_layer;
     if (a->build(&en->g, m->hp, m->weights, 1) < 0 || kv_geometry(&en->g, &n_head_kv, &head_dim, &n_layer)) {
@@ -79,6 +81,13 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
         engine_free(en);
         return -1;
     }
+    for (int i = 0; i < en->g.n; i++) /* placement is decided here, once: no fallback mid-run */
+        if (!cpu_supports(en->g.node[i].op)) {
+            fail(e, "%s:%d: the CPU backend has no kernel for %s", a->source, en->g.node[i].line,
+                 graph_op_name(en->g.node[i].op));
+            engine_free(en);
+            return -1;
+        }
     int result = en->g.result;
     en->n_vocab = en->g.node[result].ne[0];
     en->arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch);

@@ -4,6 +4,8 @@
  * description (a bad file) or the graph outgrew its node array. */
 #include "graph.h"
 
+#include "arch_def.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +295,9 @@ int graph_add(struct graph *g, const struct node_desc *d)
         settle_activation_type(g, d);
     if (d->op == OP_PART)
         g->node[d->src[0]].part[d->i - 1] = g->n;
+    for (int k = 0; k < g->n_kernels; k++) /* a fixed-size instantiation of this op, if the build made one */
+        if (g->kernels[k].op == d->op && g->kernels[k].k > 0 && d->src[0] >= 0 && g->kernels[k].k == g->node[d->src[0]].ne[0])
+            n->kernel = &g->kernels[k];
     if (n->bytes && n->offset + n->bytes > g->arena_bytes)
         return gfail(g, d, "the memory plan ends this node at byte %zu, past the arena's %zu", n->offset + n->bytes,
                      g->arena_bytes);

@@ -13,7 +13,9 @@
 #include "graph_ops.h"
 #include "weights.h"
 
-#define GRAPH_ABI_VERSION 1 /* generated code states the version it was made for */
+#define GRAPH_ABI_VERSION 2 /* generated code states the version it was made for */
+
+struct kernel_instance; /* arch_def.h */
 
 /* What a generated builder passes for one node. */
 struct node_desc {
@@ -41,6 +43,7 @@ struct node {
     size_t bytes;                 /* bytes this node writes, 0 for views and KV_STORE */
     int view_of;                  /* views: the node whose buffer they read, else -1 */
     int part[2];                  /* MATMUL_QKV: its PART nodes (k, v), else -1 */
+    const struct kernel_instance *kernel; /* the architecture's instantiation for this op and size, if any */
     int64_t row_stride;           /* bytes between columns (views keep their root's) */
 };
 
@@ -55,6 +58,8 @@ struct graph {
     bool failed;
     int result;                   /* the logits node */
     bool q8_activations;          /* the backend takes Q8_1 activations where the graph offers them */
+    const struct kernel_instance *kernels; /* the architecture's kernel instantiations (kernels.c) */
+    int n_kernels;
 };
 
 int graph_init(struct graph *g, int cap, const char *source, struct error *e);

@@ -21,6 +21,7 @@ struct session_options {
     bool context_shift;      /* --context-shift: on overflow keep the start and the newest half */
     int64_t n_keep;          /* tokens at the start a shift keeps (the system prompt) */
     bool json;               /* bench --json */
+    const char *logits_out;  /* run --logits-out FILE: the last logits, raw float32 */
     int64_t bench_pp, bench_tg, bench_reps;
 };
 

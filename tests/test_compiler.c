@@ -198,8 +198,8 @@ Test(compiler, specializing_fixes_the_shapes)
     char path[1024];
     snprintf(path, sizeof path, "%s/kernels.c", dir);
     char *k = slurp_file(path);
-    cr_assert(k && strstr(k, "{ OP_FFN_SWIGLU, 4096, 12288, 0 }") && strstr(k, "{ OP_MATMUL_ADD, 12288, 4096, 0 }") &&
-              strstr(k, "{ OP_ATTENTION, 0, 32, 128 }"), "%s", k);
+    cr_assert(k && strstr(k, "{ OP_FFN_SWIGLU, 4096, 12288, 0, cpu_dot_4096 }") && strstr(k, "{ OP_MATMUL_ADD, 12288, 4096, 0, cpu_dot_12288 }") &&
+              strstr(k, "{ OP_ATTENTION, 0, 32, 128, NULL }") && strstr(k, "CPU_DOT_INSTANCE(12288)"), "%s", k);
     snprintf(path, sizeof path, "%s/model.c", dir);
     char *m = slurp_file(path);
     cr_assert(m && strstr(m, "hp_expect(&r, \"qwen3-8b\", \"n_embd\", \"qwen3.embedding_length\", hp->n_embd, 4096)"));

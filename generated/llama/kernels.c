@@ -2,17 +2,20 @@
  * The kernel instantiations this architecture needs: each fused or plain op
  * with the sizes the build fixes (generic build; 0 = known only at load). */
 #include "arch.h"
+#include "cpu/cpu_dot.h"
+
+/* CPU: the dot product instantiated for each fixed matmul row length. */
 
 const struct kernel_instance llama_kernels[] = {
-    { OP_EMBED, 0, 0, 0 },
-    { OP_RMS_NORM_Q8, 0, 0, 0 },
-    { OP_MATMUL_QKV, 0, 0, 0 },
-    { OP_ROPE, 0, 0, 0 },
-    { OP_KV_STORE, 0, 0, 0 },
-    { OP_ATTENTION, 0, 0, 0 },
-    { OP_MATMUL_ADD, 0, 0, 0 },
-    { OP_FFN_SWIGLU, 0, 0, 0 },
-    { OP_MATMUL, 0, 0, 0 },
+    { OP_EMBED, 0, 0, 0, NULL },
+    { OP_RMS_NORM_Q8, 0, 0, 0, NULL },
+    { OP_MATMUL_QKV, 0, 0, 0, NULL },
+    { OP_ROPE, 0, 0, 0, NULL },
+    { OP_KV_STORE, 0, 0, 0, NULL },
+    { OP_ATTENTION, 0, 0, 0, NULL },
+    { OP_MATMUL_ADD, 0, 0, 0, NULL },
+    { OP_FFN_SWIGLU, 0, 0, 0, NULL },
+    { OP_MATMUL, 0, 0, 0, NULL },
 };
 
 const int llama_n_kernels = 9;

@@ -3,7 +3,7 @@
  * 3 after. Activations live in one arena of 5 slots (the memory plan). */
 #include "arch.h"
 
-#if GRAPH_ABI_VERSION != 1
+#if GRAPH_ABI_VERSION != 2
 #error "generated/qwen3 was made for another graph ABI: rerun minfer-compile"
 #endif
 

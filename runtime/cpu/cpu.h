@@ -8,6 +8,7 @@
 #ifndef MINFER_CPU_H
 #define MINFER_CPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,10 @@ struct cpu_run {
     struct kv_cache *kv;
     struct cpu_scratch *s;
 };
+
+/* Whether the CPU backend has a kernel for op (all of the op table today);
+ * an engine checks every node before running a graph. */
+bool cpu_supports(enum op op);
 
 /* Runs every node of g in order. An op the backend cannot do, or a weight
  * type it cannot read, is an error naming the node. */

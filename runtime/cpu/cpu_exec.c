@@ -33,6 +33,19 @@ void cpu_scratch_free(struct cpu_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
+bool cpu_supports(enum op op)
+{
+    switch (op) {
+    case OP_TOKENS: case OP_HEADS: case OP_LAST_TOKEN: case OP_PART: case OP_EMBED: case OP_RMS_NORM:
+    case OP_RMS_NORM_Q8: case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE: case OP_ADD: case OP_MUL:
+    case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: case OP_KV_STORE: case OP_ATTENTION: case OP_MATMUL:
+    case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_SWIGLU:
+        return true;
+    default:
+        return false;
+    }
+}
+
 int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)
 {
     for (int i = 0; i < g->n; i++) {

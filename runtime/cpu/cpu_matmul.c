@@ -7,22 +7,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "arch_def.h"
 #include "cpu.h"
+#include "cpu/cpu_dot.h"
 #include "quant.h"
 
-/* Eight running sums (element i goes to sum i % 8), combined in a fixed
- * tree: an order the compiler can vectorize, identical on every run. */
-static float dot(const float *a, const float *b, int64_t n)
-{
-    float s[8] = { 0 };
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += a[i + j] * b[i + j];
-    for (int j = 0; i < n; i++, j++)
-        s[j] += a[i] * b[i];
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
 
 static float silu(float v) { return v / (1.0f + expf(-v)); }
 
@@ -30,6 +19,7 @@ enum mode { PRODUCT, SWIGLU_UP }; /* y = w x, or y = silu(y) * (w x) */
 
 struct job {
     const struct weight *w;
+    cpu_dot_fn dot;   /* the build's instantiation for this row length, or NULL */
     const float *x;
     int64_t nt;
     float *y;
@@ -51,7 +41,7 @@ static void *run_rows(void *arg)
             return NULL;
         }
         for (int64_t c = 0; c < j->nt; c++) {
-            float v = dot(j->row, j->x + c * k, k);
+            float v = j->dot ? j->dot(j->row, j->x + c * k) : cpu_dot_n(j->row, j->x + c * k, k);
             float *out = &j->y[c * n + r];
             *out = j->mode == PRODUCT ? v : silu(*out) * v;
         }
@@ -60,8 +50,8 @@ static void *run_rows(void *arg)
 }
 
 /* Runs the rows of w over the scratch's threads. */
-static int rows_in_parallel(const struct weight *w, const float *x, int64_t nt, float *y, enum mode mode,
-                            struct cpu_scratch *s, struct error *e)
+static int rows_in_parallel(const struct weight *w, cpu_dot_fn dot, const float *x, int64_t nt, float *y,
+                            enum mode mode, struct cpu_scratch *s, struct error *e)
 {
     int64_t n = w->ne[1];
     int t_count = s->n_threads < n ? s->n_threads : (int)n;
@@ -70,7 +60,7 @@ static int rows_in_parallel(const struct weight *w, const float *x, int64_t nt, 
     if (t_count > 64)
         t_count = 64;
     for (int t = 0; t < t_count; t++)
-        jobs[t] = (struct job){ w, x, nt, y, mode, n * t / t_count, n * (t + 1) / t_count, s->rows + t * s->k_max, 0 };
+        jobs[t] = (struct job){ w, dot, x, nt, y, mode, n * t / t_count, n * (t + 1) / t_count, s->rows + t * s->k_max, 0 };
     int started = 1;
     for (; started < t_count; started++)
         if (pthread_create(&th[started], NULL, run_rows, &jobs[started]) != 0)
@@ -108,10 +98,11 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
     int64_t nt = xn->ne[1];
     float *y = (float *)cpu_data(g, r, (int)(n - g->node));
     struct cpu_scratch *s = r->s;
+    cpu_dot_fn dot = n->kernel ? n->kernel->cpu_dot : NULL;
     switch (n->op) {
     case OP_MATMUL:
     case OP_MATMUL_ADD:
-        if (rows_in_parallel(n->w[0], x, nt, y, PRODUCT, s, e))
+        if (rows_in_parallel(n->w[0], dot, x, nt, y, PRODUCT, s, e))
             return -1;
         add_bias(n->w[1], n->ne[0], nt, y, s->row);
         if (n->op == OP_MATMUL_ADD) {
@@ -125,7 +116,7 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
             return fail(e, "MATMUL_QKV has no PART outputs");
         float *out[3] = { y, (float *)cpu_data(g, r, n->part[0]), (float *)cpu_data(g, r, n->part[1]) };
         for (int k = 0; k < 3; k++) {
-            if (rows_in_parallel(n->w[k], x, nt, out[k], PRODUCT, s, e))
+            if (rows_in_parallel(n->w[k], dot, x, nt, out[k], PRODUCT, s, e))
                 return -1;
             add_bias(n->w[3 + k], n->w[k]->ne[1], nt, out[k], s->row);
         }
@@ -133,7 +124,7 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
     }
     case OP_FFN_SWIGLU:
         /* the gate into y, then each up row combined with it: y = silu(gate) * up */
-        return rows_in_parallel(n->w[0], x, nt, y, PRODUCT, s, e) || rows_in_parallel(n->w[1], x, nt, y, SWIGLU_UP, s, e)
+        return rows_in_parallel(n->w[0], dot, x, nt, y, PRODUCT, s, e) || rows_in_parallel(n->w[1], dot, x, nt, y, SWIGLU_UP, s, e)
                    ? -1
                    : 0;
     default:
