@@ -80,7 +80,9 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
             if (!v || kv_type_from_name(v, &o->engine.kv_type))
                 rc = die("%s: --cache-type wants f32, f16 or q8_0, got '%s'", cmd, v ? v : "nothing");
             i++;
-        } else if (strcmp(a, "--context-shift") == 0)
+        } else if (strcmp(a, "--logits-out") == 0 && !bench)
+            o->logits_out = v, i++, rc = v ? 0 : die("%s: %s needs a file", cmd, a);
+        else if (strcmp(a, "--context-shift") == 0)
             o->context_shift = true;
         else if (strcmp(a, "--json") == 0 && bench)
             o->json = true;
