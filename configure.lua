@@ -97,7 +97,8 @@ local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
-                "test_graph_plan", "test_fixtures", "test_tokenizer" }
+                "test_graph_plan", "test_fixtures", "test_tokenizer",
+                "test_cpu_ops" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.

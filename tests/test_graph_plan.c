@@ -228,3 +228,52 @@ Test(synth, bad_requests_are_one_line_errors)
         free(out);
     }
 }
+
+#include "engine.h"
+#include "gguf_write.h"
+
+/* A file without one of the tensors the description needs is refused,
+ * naming it; an optional one (a Qwen2 bias) may be absent. */
+Test(graph_plan, missing_tensors_are_named_and_optional_ones_may_be_absent, .timeout = 60)
+{
+    const char *path = synth(&tinies[1], "f32"); /* qwen2 */
+    struct gguf g;
+    struct error e;
+    cr_assert_eq(gguf_open(&g, path, &e), 0, "%s", e.msg);
+    const char *drop[2] = { "blk.1.attn_k.bias", "blk.1.ffn_up.weight" };
+    for (int k = 0; k < 2; k++) {
+        struct gguf_writer *w = gguf_writer_new();
+        for (uint64_t i = 0; i < g.n_kv; i++) {
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)g.kv[i].key.n, g.kv[i].key.p);
+            gguf_set_value(w, key, &g.kv[i].value);
+        }
+        for (uint64_t i = 0; i < g.n_tensors; i++) {
+            const struct gguf_tensor *t = &g.tensors[i];
+            char name[80];
+            snprintf(name, sizeof name, "%.*s", (int)t->name.n, t->name.p);
+            if (strcmp(name, drop[k]) != 0)
+                cr_assert_eq(gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, &e), 0, "%s", e.msg);
+        }
+        const char *out = temp_path(".gguf");
+        cr_assert_eq(gguf_write_file(w, out, &e), 0, "%s", e.msg);
+        gguf_writer_free(w);
+        struct model m;
+        int rc = model_open(&m, out, &e);
+        if (k == 0) {
+            cr_assert_eq(rc, 0, "an absent optional bias: %s", e.msg);
+            struct engine en; /* and the model runs without it */
+            struct engine_config cfg = { .n_ctx = 16, .n_batch = 4, .kv_type = KV_F32, .n_threads = 1 };
+            cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+            int32_t ids[3] = { 1, 2, 3 };
+            cr_assert_eq(engine_eval(&en, ids, 3, &e), 0, "%s", e.msg);
+            engine_free(&en);
+            model_close(&m);
+        } else {
+            cr_assert_eq(rc, -1);
+            cr_assert(strstr(e.msg, ": tensor 'blk.1.ffn_up.weight' is missing (archs/qwen2.lua declares it as ffn_up)"),
+                      "%s", e.msg);
+        }
+    }
+    gguf_free(&g);
+}

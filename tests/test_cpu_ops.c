@@ -1,0 +1,322 @@
+/* test_cpu_ops.c: every CPU kernel against a naive reference written here
+ * (double precision, the textbook formula), on random inputs; and every
+ * fused op against the composition of the ops it replaces, bit for bit.
+ * Graphs are built by hand through graph_add; inputs enter as embedding rows
+ * (EMBED of a weight whose rows are the input columns). */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "graph.h"
+#include "half.h"
+#include "kv_cache.h"
+#include "quant.h"
+#include "support.h"
+
+#define ARENA (8u << 20)
+#define SLOT (256u << 10) /* every node gets its own 256 KiB */
+
+struct rig {
+    struct graph g;
+    uint8_t *arena;
+    struct kv_cache kv;
+    struct cpu_scratch s;
+    int64_t pos[16];
+    struct weight w[16];
+    void *wdata[16];
+    int n_w;
+    struct rng rng;
+};
+
+static void rig_init(struct rig *r, int64_t nt)
+{
+    memset(r, 0, sizeof *r);
+    struct error e;
+    cr_assert_eq(graph_init(&r->g, 64, "test", &e), 0);
+    graph_reset(&r->g, nt);
+    r->g.arena_bytes = ARENA;
+    r->arena = aligned_alloc(256, ARENA);
+    cr_assert_eq(cpu_scratch_init(&r->s, 1024, nt, 64, 2, &e), 0);
+    for (int t = 0; t < 16; t++)
+        r->pos[t] = t;
+    rng_seed(&r->rng, 77);
+}
+
+static void rig_free(struct rig *r)
+{
+    for (int i = 0; i < r->n_w; i++)
+        free(r->wdata[i]);
+    graph_free(&r->g);
+    cpu_scratch_free(&r->s);
+    kv_free(&r->kv);
+    free(r->arena);
+}
+
+/* A weight of type t from the given values (ne0 x ne1), its values as stored. */
+static const struct weight *weight(struct rig *r, enum tensor_type t, int64_t ne0, int64_t ne1, const float *v)
+{
+    struct weight *w = &r->w[r->n_w];
+    size_t bytes = type_bytes(t, (uint64_t)(ne0 * ne1));
+    void *d = malloc(bytes);
+    cr_assert_eq(quantize_row(t, v, d, ne0 * ne1), 0, "%s", type_name(t));
+    *w = (struct weight){ .name = "w", .name_len = 1, .type = t, .n_dims = ne1 > 1 ? 2 : 1, .ne = { ne0, ne1, 1, 1 },
+                          .data = d };
+    r->wdata[r->n_w++] = d;
+    return w;
+}
+
+static float *randoms(struct rig *r, int64_t n, float sd)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = sd * rng_normal(&r->rng);
+    return x;
+}
+
+static int add(struct rig *r, struct node_desc d)
+{
+    d.offset = (size_t)r->g.n * SLOT;
+    int id = graph_add(&r->g, &d);
+    cr_assert_geq(id, 0, "%s", r->g.err.msg);
+    return id;
+}
+
+/* An f32 input [k, nt] with the given columns. */
+static int input(struct rig *r, int64_t k, const float *cols)
+{
+    int tok = add(r, (struct node_desc){ .op = OP_TOKENS, .src = { -1, -1 } });
+    int32_t *ids = (int32_t *)(r->arena + r->g.node[tok].offset);
+    for (int64_t t = 0; t < r->g.nt; t++)
+        ids[t] = (int32_t)t;
+    return add(r, (struct node_desc){ .op = OP_EMBED, .src = { tok, -1 }, .w = { weight(r, TYPE_F32, k, r->g.nt, cols) } });
+}
+
+static float *data(struct rig *r, int id) { return (float *)(r->arena + r->g.node[id].offset); }
+
+static void run(struct rig *r)
+{
+    struct error e;
+    struct cpu_run run = { r->arena, r->pos, &r->kv, &r->s };
+    cr_assert_eq(cpu_execute(&r->g, &run, &e), 0, "%s", e.msg);
+}
+
+static void dequant(const struct weight *w, float *out)
+{
+    dequantize_row(w->type, w->data, out, w->ne[0] * w->ne[1]);
+}
+
+/* ---- matmul, every weight type ---- */
+
+static enum tensor_type types[] = { TYPE_F32, TYPE_F16,  TYPE_BF16, TYPE_Q8_0, TYPE_Q4_0, TYPE_Q4_1,
+                                    TYPE_Q5_0, TYPE_Q5_1, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K };
+
+ParameterizedTestParameters(cpu_ops, matmul_matches_the_textbook_product)
+{
+    return cr_make_param_array(enum tensor_type, types, sizeof types / sizeof types[0]);
+}
+
+ParameterizedTest(enum tensor_type *t, cpu_ops, matmul_matches_the_textbook_product)
+{
+    struct rig r;
+    rig_init(&r, 3);
+    int64_t k = 512, n = 24;
+    float *wv = randoms(&r, k * n, 0.1f), *xv = randoms(&r, k * 3, 1), *bv = randoms(&r, n, 0.1f),
+          *rv = randoms(&r, n * 3, 1);
+    const struct weight *w = weight(&r, *t, k, n, wv), *bias = weight(&r, TYPE_F32, n, 1, bv);
+    int x = input(&r, k, xv), res = input(&r, n, rv);
+    int y = add(&r, (struct node_desc){ .op = OP_MATMUL_ADD, .src = { x, res }, .w = { w, bias } });
+    run(&r);
+    float *wd = malloc((size_t)(k * n) * sizeof *wd);
+    dequant(w, wd);
+    for (int64_t c = 0; c < 3; c++) {
+        for (int64_t j = 0; j < n; j++) {
+            double want = bv[j] + rv[c * n + j], scale = fabs(bv[j]) + fabs(rv[c * n + j]);
+            for (int64_t i = 0; i < k; i++) {
+                want += (double)wd[j * k + i] * xv[c * k + i];
+                scale += fabs((double)wd[j * k + i] * xv[c * k + i]);
+            }
+            float got = data(&r, y)[c * n + j];
+            cr_assert_leq(fabs(got - want), 1e-6 * scale + 1e-7, "%s [%lld, %lld]: %g vs %g", type_name(*t), (long long)j,
+                          (long long)c, (double)got, want);
+        }
+    }
+    free(wd), free(wv), free(xv), free(bv), free(rv);
+    rig_free(&r);
+}
+
+/* ---- fused ops equal their compositions ---- */
+
+Test(cpu_ops, fused_matmuls_equal_their_parts)
+{
+    struct rig r;
+    rig_init(&r, 4);
+    int64_t k = 256;
+    float *xv = randoms(&r, k * 4, 1), *a = randoms(&r, k * 64, 0.1f), *b = randoms(&r, k * 32, 0.1f),
+          *c = randoms(&r, k * 32, 0.1f), *bias = randoms(&r, 64, 0.1f);
+    const struct weight *wq = weight(&r, TYPE_Q4_K, k, 64, a), *wk = weight(&r, TYPE_Q6_K, k, 32, b),
+                        *wv = weight(&r, TYPE_Q8_0, k, 32, c), *bq = weight(&r, TYPE_F32, 64, 1, bias);
+    int x = input(&r, k, xv);
+    int q = add(&r, (struct node_desc){ .op = OP_MATMUL_QKV, .src = { x, -1 }, .w = { wq, wk, wv, bq } });
+    int kk = add(&r, (struct node_desc){ .op = OP_PART, .src = { q, -1 }, .i = 1 });
+    int vv = add(&r, (struct node_desc){ .op = OP_PART, .src = { q, -1 }, .i = 2 });
+    int q1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wq, bq } });
+    int k1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wk } });
+    int v1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wv } });
+    /* FFN_SWIGLU against matmul, matmul, silu, mul */
+    int ffn = add(&r, (struct node_desc){ .op = OP_FFN_SWIGLU, .src = { x, -1 }, .w = { wk, wv } });
+    int g = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wk } });
+    int u = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wv } });
+    int sg = add(&r, (struct node_desc){ .op = OP_SILU, .src = { g, -1 } });
+    int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { sg, u } });
+    int sw = add(&r, (struct node_desc){ .op = OP_SWIGLU, .src = { g, u } });
+    run(&r);
+    cr_assert_eq(memcmp(data(&r, q), data(&r, q1), 64 * 4 * 4), 0, "q");
+    cr_assert_eq(memcmp(data(&r, kk), data(&r, k1), 32 * 4 * 4), 0, "k");
+    cr_assert_eq(memcmp(data(&r, vv), data(&r, v1), 32 * 4 * 4), 0, "v");
+    cr_assert_eq(memcmp(data(&r, ffn), data(&r, prod), 32 * 4 * 4), 0, "ffn");
+    cr_assert_eq(memcmp(data(&r, sw), data(&r, prod), 32 * 4 * 4), 0, "swiglu");
+    for (int i = 0; i < 32 * 4; i++) {
+        double gv = data(&r, g)[i], want = gv / (1 + exp(-gv)) * data(&r, u)[i];
+        cr_assert_leq(fabs(data(&r, prod)[i] - want), 1e-5 * fabs(want) + 1e-7);
+    }
+    free(xv), free(a), free(b), free(c), free(bias);
+    rig_free(&r);
+}
+
+/* ---- norms, RoPE, elementwise ---- */
+
+static void rope_ref(double *x, int64_t d, int64_t pos, double base, int style)
+{
+    for (int64_t i = 0; i < d / 2; i++) {
+        double th = (double)pos * pow(base, -2.0 * (double)i / (double)d);
+        int64_t a = style == ROPE_NEOX ? i : 2 * i, b = style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
+        double x0 = x[a], x1 = x[b];
+        x[a] = x0 * cos(th) - x1 * sin(th);
+        x[b] = x0 * sin(th) + x1 * cos(th);
+    }
+}
+
+Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
+{
+    struct rig r;
+    rig_init(&r, 5);
+    const int64_t d = 64, h = 3, k = d * h;
+    float *xv = randoms(&r, k * 5, 2), *nw = randoms(&r, k, 0.2f), *hw = randoms(&r, d, 0.2f), *yv = randoms(&r, k * 5, 1);
+    for (int i = 0; i < k; i++)
+        nw[i] += 1;
+    for (int i = 0; i < d; i++)
+        hw[i] += 1;
+    const struct weight *norm_w = weight(&r, TYPE_F32, k, 1, nw), *head_w = weight(&r, TYPE_F16, d, 1, hw),
+                        *bias = weight(&r, TYPE_F32, k, 1, nw);
+    int x = input(&r, k, xv), y = input(&r, k, yv);
+    int norm = add(&r, (struct node_desc){ .op = OP_RMS_NORM, .src = { x, -1 }, .w = { norm_w }, .f = { 1e-5f } });
+    int norm_q8 = add(&r, (struct node_desc){ .op = OP_RMS_NORM_Q8, .src = { x, -1 }, .w = { norm_w }, .f = { 1e-5f } });
+    int heads = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { x, -1 }, .i = d });
+    int hn = add(&r, (struct node_desc){ .op = OP_HEAD_NORM, .src = { heads, -1 }, .w = { head_w }, .f = { 1e-6f } });
+    int rope = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { hn, -1 }, .f = { 1e4f }, .i = ROPE_NEOX });
+    int fused = add(&r, (struct node_desc){ .op = OP_HEAD_NORM_ROPE, .src = { heads, -1 }, .w = { head_w },
+                                            .f = { 1e-6f, 1e4f }, .i = ROPE_NEOX });
+    int normal = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { heads, -1 }, .f = { 5e5f }, .i = ROPE_NORMAL });
+    int sum = add(&r, (struct node_desc){ .op = OP_ADD, .src = { x, y } });
+    int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { x, y } });
+    int silu = add(&r, (struct node_desc){ .op = OP_SILU, .src = { x, -1 } });
+    int biased = add(&r, (struct node_desc){ .op = OP_ADD_BIAS, .src = { y, -1 }, .w = { bias } });
+    run(&r);
+    cr_assert_eq(memcmp(data(&r, norm), data(&r, norm_q8), (size_t)k * 5 * 4), 0, "the CPU's RMS_NORM_Q8 writes f32");
+    cr_assert_eq(memcmp(data(&r, fused), data(&r, rope), (size_t)k * 5 * 4), 0, "HEAD_NORM_ROPE = ROPE(HEAD_NORM)");
+    float hwd[64];
+    dequantize_row(TYPE_F16, head_w->data, hwd, d);
+    for (int64_t c = 0; c < 5; c++) {
+        const float *xc = xv + c * k;
+        double ss = 0;
+        for (int64_t i = 0; i < k; i++)
+            ss += (double)xc[i] * xc[i];
+        for (int64_t i = 0; i < k; i++) {
+            double want = xc[i] / sqrt(ss / (double)k + 1e-5) * nw[i];
+            cr_assert_leq(fabs(data(&r, norm)[c * k + i] - want), 1e-5 * fabs(want) + 1e-6, "rms_norm");
+            cr_assert_eq(data(&r, sum)[c * k + i], xc[i] + yv[c * k + i]);
+            cr_assert_eq(data(&r, prod)[c * k + i], xc[i] * yv[c * k + i]);
+            double s = xc[i] / (1 + exp(-(double)xc[i]));
+            cr_assert_leq(fabs(data(&r, silu)[c * k + i] - s), 1e-6 * fabs(s) + 1e-7, "silu");
+        }
+        for (int64_t j = 0; j < h; j++) {
+            double v[64], plain[64];
+            double hs = 0;
+            for (int64_t i = 0; i < d; i++)
+                hs += (double)xc[j * d + i] * xc[j * d + i];
+            for (int64_t i = 0; i < d; i++) {
+                v[i] = xc[j * d + i] / sqrt(hs / (double)d + 1e-6) * hwd[i];
+                plain[i] = xc[j * d + i];
+            }
+            rope_ref(v, d, c, 1e4, ROPE_NEOX);
+            rope_ref(plain, d, c, 5e5, ROPE_NORMAL);
+            for (int64_t i = 0; i < d; i++) {
+                cr_assert_leq(fabs(data(&r, rope)[c * k + j * d + i] - v[i]), 1e-5 * fabs(v[i]) + 1e-5, "neox rope");
+                cr_assert_leq(fabs(data(&r, normal)[c * k + j * d + i] - plain[i]), 1e-5 * fabs(plain[i]) + 1e-5,
+                              "normal rope");
+            }
+        }
+    }
+    for (int64_t i = 0; i < k * 5; i++) /* the bias is added in place */
+        cr_assert_eq(data(&r, biased)[i], yv[i] + nw[i % k]);
+    free(xv), free(nw), free(hw), free(yv);
+    rig_free(&r);
+}
+
+/* ---- KV cache and causal GQA attention ---- */
+
+struct kv_case {
+    enum kv_type type;
+    double tolerance;
+};
+
+static struct kv_case kv_cases[] = { { KV_F32, 1e-5 }, { KV_F16, 2e-3 }, { KV_Q8_0, 2e-2 } };
+
+ParameterizedTestParameters(cpu_ops, attention_matches_causal_softmax)
+{
+    return cr_make_param_array(struct kv_case, kv_cases, 3);
+}
+
+ParameterizedTest(struct kv_case *kc, cpu_ops, attention_matches_causal_softmax)
+{
+    struct rig r;
+    const int64_t nt = 6, d = 32, h = 4, hkv = 2;
+    rig_init(&r, nt);
+    struct error e;
+    cr_assert_eq(kv_init(&r.kv, kc->type, 1, 16, hkv, d, &e), 0, "%s", e.msg);
+    r.g.layer = 0;
+    float *qv = randoms(&r, d * h * nt, 1), *kv = randoms(&r, d * hkv * nt, 1), *vv = randoms(&r, d * hkv * nt, 1);
+    int q = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * h, qv), -1 }, .i = d });
+    int k = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, kv), -1 }, .i = d });
+    int v = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, vv), -1 }, .i = d });
+    int store = add(&r, (struct node_desc){ .op = OP_KV_STORE, .src = { k, v } });
+    int att = add(&r, (struct node_desc){ .op = OP_ATTENTION, .src = { q, store } });
+    run(&r);
+    for (int64_t t = 0; t < nt; t++) {
+        for (int64_t j = 0; j < h; j++) {
+            int64_t g = j / (h / hkv);
+            double s[6], max = -INFINITY, sum = 0;
+            for (int64_t p = 0; p <= t; p++) {
+                s[p] = 0;
+                for (int64_t i = 0; i < d; i++)
+                    s[p] += (double)qv[(t * h + j) * d + i] * kv[(p * hkv + g) * d + i];
+                s[p] /= sqrt((double)d);
+                max = fmax(max, s[p]);
+            }
+            for (int64_t p = 0; p <= t; p++)
+                sum += s[p] = exp(s[p] - max);
+            for (int64_t i = 0; i < d; i++) {
+                double want = 0;
+                for (int64_t p = 0; p <= t; p++)
+                    want += s[p] / sum * vv[(p * hkv + g) * d + i];
+                float got = data(&r, att)[(t * h + j) * d + i];
+                cr_assert_leq(fabs(got - want), kc->tolerance, "%s cache, token %lld head %lld: %g vs %g",
+                              kv_type_name(kc->type), (long long)t, (long long)j, (double)got, want);
+            }
+        }
+    }
+    free(qv), free(kv), free(vv);
+    rig_free(&r);
+}
