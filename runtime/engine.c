@@ -54,6 +54,20 @@ static int64_t training_context(const struct model *m)
     return 4096;
 }
 
+/* The default context is the model's training context, halved while its KV
+ * cache would take more than a quarter of the machine's memory (never below
+ * 512); the engine records the cap so the caller can say so. */
+static void cap_context(struct engine *en, int n_layer, int64_t n_head_kv, int64_t head_dim)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double budget = pages > 0 && page > 0 ? (double)pages * (double)page / 4 : 4e9;
+    double per_position = 2.0 * n_layer * (double)n_head_kv * (double)head_dim *
+                          (en->cfg.kv_type == KV_F32 ? 4 : en->cfg.kv_type == KV_F16 ? 2 : 34.0 / 32);
+    en->n_ctx_train = en->cfg.n_ctx;
+    while (en->cfg.n_ctx > 512 && per_position * (double)en->cfg.n_ctx > budget)
+        en->cfg.n_ctx /= 2;
+}
+
 int engine_init(struct engine *en, const struct model *m, const struct engine_config *cfg, struct error *e)
 {
     memset(en, 0, sizeof *en);
@@ -61,10 +75,9 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
     en->cfg = *cfg;
     if (en->cfg.n_batch <= 0)
         en->cfg.n_batch = 512;
-    if (en->cfg.n_ctx <= 0)
+    bool default_ctx = en->cfg.n_ctx <= 0;
+    if (default_ctx)
         en->cfg.n_ctx = training_context(m);
-    if (en->cfg.n_batch > en->cfg.n_ctx)
-        en->cfg.n_batch = en->cfg.n_ctx;
     if (en->cfg.n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         en->cfg.n_threads = n > 0 && n <= 64 ? (int)n : 1;
@@ -88,6 +101,10 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
             engine_free(en);
             return -1;
         }
+    if (default_ctx)
+        cap_context(en, n_layer, n_head_kv, head_dim);
+    if (en->cfg.n_batch > en->cfg.n_ctx)
+        en->cfg.n_batch = en->cfg.n_ctx;
     int result = en->g.result;
     en->n_vocab = en->g.node[result].ne[0];
     en->arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch);

@@ -13,7 +13,8 @@
 #include "model.h"
 
 struct engine_config {
-    int64_t n_ctx;         /* positions the KV cache holds; 0: the model's training context */
+    int64_t n_ctx;         /* positions the KV cache holds; 0: the model's training context, capped so its
+                              KV cache takes at most a quarter of the memory */
     int64_t n_batch;       /* tokens per graph when processing a prompt (default 512) */
     enum kv_type kv_type;
     int n_threads;         /* CPU threads for matmuls; 0: all cores */
@@ -31,6 +32,7 @@ struct engine {
     int64_t *pos;          /* n_batch positions */
     int64_t n_past;        /* positions filled in the KV cache */
     int64_t n_vocab;
+    int64_t n_ctx_train;   /* the model's context when n_ctx defaulted to it (then possibly capped), else 0 */
     float *logits;         /* n_vocab, of the last token evaluated */
 };
 

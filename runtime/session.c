@@ -138,6 +138,10 @@ int session_open(struct session *s, const struct session_options *o, struct erro
         model_close(&s->model);
         return e->msg[0] ? -1 : fail(e, "out of memory for the sampler");
     }
+    if (s->engine.n_ctx_train > s->engine.cfg.n_ctx)
+        fprintf(stderr, "%s: context %lld (the model's %lld would need a KV cache over a quarter of this machine's "
+                        "memory; -c sets it)\n", o->command, (long long)s->engine.cfg.n_ctx,
+                (long long)s->engine.n_ctx_train);
     s->stop[0] = s->tok.eos;
     s->stop[1] = tokenizer_find(&s->tok, "<|im_end|>", 10);
     s->stop[2] = tokenizer_find(&s->tok, "<|endoftext|>", 13);
