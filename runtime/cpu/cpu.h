@@ -8,6 +8,7 @@
 #ifndef MINFER_CPU_H
 #define MINFER_CPU_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,6 +54,9 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
 void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run *r);
 void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r);
 void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r);
+
+/* SiLU, in one place: fused and unfused SwiGLU must round the same way. */
+static inline float cpu_silu(float v) { return v / (1.0f + expf(-v)); }
 
 /* The data of node i. */
 static inline uint8_t *cpu_data(const struct graph *g, const struct cpu_run *r, int i)

@@ -13,8 +13,6 @@
 #include "quant.h"
 
 
-static float silu(float v) { return v / (1.0f + expf(-v)); }
-
 enum mode { PRODUCT, SWIGLU_UP }; /* y = w x, or y = silu(y) * (w x) */
 
 struct job {
@@ -43,7 +41,7 @@ static void *run_rows(void *arg)
         for (int64_t c = 0; c < j->nt; c++) {
             float v = j->dot ? j->dot(j->row, j->x + c * k) : cpu_dot_n(j->row, j->x + c * k, k);
             float *out = &j->y[c * n + r];
-            *out = j->mode == PRODUCT ? v : silu(*out) * v;
+            *out = j->mode == PRODUCT ? v : cpu_silu(*out) * v;
         }
     }
     return NULL;

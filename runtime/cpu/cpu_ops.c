@@ -79,8 +79,6 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
     }
 }
 
-static float silu(float v) { return v / (1.0f + expf(-v)); }
-
 void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run *r)
 {
     const float *a = (const float *)cpu_data(g, r, n->src[0]);
@@ -91,8 +89,8 @@ void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run
     switch (n->op) {
     case OP_ADD: for (int64_t i = 0; i < count; i++) y[i] = a[i] + b[i]; break;
     case OP_MUL: for (int64_t i = 0; i < count; i++) y[i] = a[i] * b[i]; break;
-    case OP_SILU: for (int64_t i = 0; i < count; i++) y[i] = silu(a[i]); break;
-    case OP_SWIGLU: for (int64_t i = 0; i < count; i++) y[i] = silu(a[i]) * b[i]; break;
+    case OP_SILU: for (int64_t i = 0; i < count; i++) y[i] = cpu_silu(a[i]); break;
+    case OP_SWIGLU: for (int64_t i = 0; i < count; i++) y[i] = cpu_silu(a[i]) * b[i]; break;
     case OP_ADD_BIAS:
         dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
         for (int64_t i = 0; i < count; i++)
