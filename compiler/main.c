@@ -118,8 +118,11 @@ static int compile(const struct options *o, struct error *e)
         for (int s = 0; s < plan.n_slots; s++)
             printf("slot %d: %s bytes\n", s, plan.size[s]);
     }
-    if (o->out)
-        return emit_arch(&ir, &plan, o->prefix ? o->prefix : ir.name, o->specialize, o->templates, o->out, e);
+    if (o->out) {
+        /* a model file is named by its file name in messages, not its whole path */
+        const char *label = o->specialize && strrchr(o->specialize, '/') ? strrchr(o->specialize, '/') + 1 : o->specialize;
+        return emit_arch(&ir, &plan, o->prefix ? o->prefix : ir.name, label, o->templates, o->out, e);
+    }
     return 0;
 }
 
