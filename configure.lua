@@ -92,7 +92,7 @@ local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "h
                   "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
                   "cmd_synth", "cmd_run", "cmd_bench", "session" }
-local cuda_sources = { "device", "quantize_q8_1" }
+local cuda_sources = { "device", "quantize_q8_1", "gemv" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
@@ -248,6 +248,9 @@ if nvcc then
   edge(("build %s/obj/tests/cuda_tests.o: cc %s/tests/cuda/cuda_tests.c"):format(B, S))
   edge(("build %s/minfer-cuda-tests: link %s/obj/tests/cuda_tests.o %s/libminfer.a"):format(B, B, B))
   table.insert(defaults, B .. "/minfer-cuda-tests")
+  edge(("build %s/obj/tools/gpu_bench.o: cc %s/tools/gpu_bench.c"):format(B, S))
+  edge(("build %s/minfer-gpu-bench: link %s/obj/tools/gpu_bench.o %s/libminfer.a"):format(B, B, B))
+  table.insert(defaults, B .. "/minfer-gpu-bench")
 end
 if fuzz_cc then
   edge(("build %s/fuzz-gguf: fuzz_link %s"):format(B, table.concat(fuzz_sources, " ")))

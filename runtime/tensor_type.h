@@ -50,6 +50,10 @@ enum tensor_type {
 
 #define QK_K 256 /* elements in one K-quant superblock */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct type_info {
     const char *name;     /* "Q4_K" */
     uint32_t block_elems; /* elements per block */
@@ -74,5 +78,9 @@ int type_can_dequantize(enum tensor_type t);
 
 /* Whether quantize_row handles t. */
 int type_can_quantize(enum tensor_type t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

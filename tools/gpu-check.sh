@@ -5,7 +5,7 @@
 # carry the binaries:
 #   here:   tools/gpu-check.sh --build-only
 #   device: tools/gpu-check.sh            (carry build/minfer-cuda-tests,
-#                                          build/quant-rmse)
+#                                          build/minfer-gpu-bench, build/quant-rmse)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +28,10 @@ if command -v compute-sanitizer >/dev/null; then
         compute-sanitizer --tool "$tool" --report-api-errors no build/minfer-cuda-tests >/tmp/gpu-check-$tool.txt 2>&1
         row "compute-sanitizer $tool" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/gpu-check-$tool.txt | tail -1 | sed 's/========= //')"
     done
+fi
+if [ -x build/minfer-gpu-bench ]; then
+    build/minfer-gpu-bench | tee /tmp/gpu-check-gemv.txt
+    row "GEMV bench (Qwen3-8B shapes)" "$(grep -c '^| Q' /tmp/gpu-check-gemv.txt) shapes measured"
 fi
 if [ -x build/quant-rmse ]; then
     build/quant-rmse 4194304 | tee /tmp/gpu-check-rmse.txt

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check(cudaError_t rc, const char *site, struct error *e)
@@ -71,6 +72,40 @@ int cuda_upload(void *dst, const void *src, size_t bytes, struct error *e)
 int cuda_download(void *dst, const void *src, size_t bytes, struct error *e)
 {
     return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host", e);
+}
+
+int cuda_copy(void *dst, const void *src, size_t bytes, struct error *e)
+{
+    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy device to device", e);
+}
+
+struct cuda_timer {
+    cudaEvent_t start, stop;
+};
+
+int cuda_timer_start(struct cuda_timer **out, struct error *e)
+{
+    struct cuda_timer *t = (struct cuda_timer *)malloc(sizeof *t);
+    if (!t)
+        return fail(e, "out of memory");
+    if (check(cudaEventCreate(&t->start), "cudaEventCreate", e) || check(cudaEventCreate(&t->stop), "cudaEventCreate", e) ||
+        check(cudaEventRecord(t->start, 0), "cudaEventRecord", e)) {
+        free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+int cuda_timer_stop(struct cuda_timer *t, float *ms, struct error *e)
+{
+    int rc = check(cudaEventRecord(t->stop, 0), "cudaEventRecord", e) ||
+             check(cudaEventSynchronize(t->stop), "cudaEventSynchronize", e) ||
+             check(cudaEventElapsedTime(ms, t->start, t->stop), "cudaEventElapsedTime", e);
+    cudaEventDestroy(t->start);
+    cudaEventDestroy(t->stop);
+    free(t);
+    return rc ? -1 : 0;
 }
 
 int cuda_sync(struct error *e) { return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", e); }

@@ -35,6 +35,15 @@ int cuda_upload(void *dst, const void *src, size_t bytes, struct error *e);
 int cuda_download(void *dst, const void *src, size_t bytes, struct error *e);
 int cuda_sync(struct error *e);
 
+/* Device-to-device copy (the bandwidth yardstick benchmarks compare with). */
+int cuda_copy(void *dst, const void *src, size_t bytes, struct error *e);
+
+/* Wall time of GPU work on the default stream, from events: start, do the
+ * work, stop (which waits for it) and read milliseconds. */
+struct cuda_timer;
+int cuda_timer_start(struct cuda_timer **t, struct error *e);
+int cuda_timer_stop(struct cuda_timer *t, float *ms, struct error *e); /* frees t */
+
 /* Launch discipline: call launch_begin before a <<<>>> launch (it reports an
  * error latched by an earlier call as latched, not as this kernel's), and
  * launch_end right after it (which reports the launch's own failure). */

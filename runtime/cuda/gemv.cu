@@ -1,0 +1,113 @@
+/* gemv.cu: decode GEMV over Q8_1 activations (see gemv.h). Each warp owns
+ * one row; lane i takes the row's 32-element blocks i, i + 32, ... and keeps
+ * one float sum, and the warp adds the 32 sums in a butterfly. */
+#include "gemv.h"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "device.h"
+
+#define ROWS_PER_CTA 4
+
+__device__ static inline float half_at(const uint8_t *p)
+{
+    return __half2float(__ushort_as_half((unsigned short)(p[0] | p[1] << 8)));
+}
+
+/* Four bytes from any alignment, little-endian. */
+__device__ static inline int bytes4(const uint8_t *p) { return (int)(p[0] | p[1] << 8 | p[2] << 16 | (unsigned)p[3] << 24); }
+
+/* One Q8_0 block (34 bytes) against one Q8_1 block. */
+__device__ static inline float block_q8_0(const uint8_t *w, const uint8_t *a)
+{
+    const int *aq = (const int *)(a + 4);
+    int s = 0;
+    for (int t = 0; t < 8; t++)
+        s = __dp4a(bytes4(w + 2 + 4 * t), aq[t], s);
+    return half_at(w) * half_at(a) * (float)s;
+}
+
+/* Sub-block j (0..7) of a Q4_K superblock (144 bytes) against one Q8_1 block. */
+__device__ static inline float block_q4_k(const uint8_t *w, int j, const uint8_t *a)
+{
+    const uint8_t *sp = w + 4;
+    int sc = j < 4 ? sp[j] & 63 : (sp[j + 4] & 0xf) | (sp[j - 4] >> 6) << 4;
+    int mn = j < 4 ? sp[j + 4] & 63 : (sp[j + 4] >> 4) | (sp[j] >> 6) << 4;
+    const int *q = (const int *)(w + 16 + 32 * (j / 2));
+    const int *aq = (const int *)(a + 4);
+    const int shift = 4 * (j % 2);
+    int s = 0;
+    for (int t = 0; t < 8; t++)
+        s = __dp4a((q[t] >> shift) & 0x0f0f0f0f, aq[t], s);
+    return half_at(w) * (float)sc * half_at(a) * (float)s - half_at(w + 2) * (float)mn * half_at(a + 2);
+}
+
+/* 32-element block j (0..7) of a Q6_K superblock (210 bytes): codes are
+ * 6-bit, stored low 4 bits in ql and high 2 in qh, minus 32. */
+__device__ static inline float block_q6_k(const uint8_t *w, int j, const uint8_t *a)
+{
+    const uint8_t *ql = w + 64 * (j / 4) + 32 * (j % 2), *qh = w + 128 + 32 * (j / 4);
+    const int lo_shift = 4 * ((j % 4) / 2), hi_shift = 2 * (j % 4);
+    const int8_t *sc = (const int8_t *)(w + 192) + 2 * j;
+    const int *aq = (const int *)(a + 4);
+    int s[2] = { 0, 0 };
+    for (int t = 0; t < 8; t++) {
+        int packed = 0;
+        for (int b = 0; b < 4; b++) {
+            int l = 4 * t + b;
+            int q = (((ql[l] >> lo_shift) & 0xf) | ((qh[l] >> hi_shift) & 3) << 4) - 32;
+            packed |= (q & 0xff) << (8 * b);
+        }
+        s[t / 4] = __dp4a(packed, aq[t], s[t / 4]);
+    }
+    return half_at(w + 208) * half_at(a) * (float)(sc[0] * s[0] + sc[1] * s[1]);
+}
+
+template <int TYPE>
+__global__ void gemv_kernel(const uint8_t *__restrict__ w, const uint8_t *__restrict__ x, float *__restrict__ y,
+                            int64_t k, int64_t n, size_t row_bytes)
+{
+    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_CTA + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= n)
+        return;
+    const uint8_t *wr = w + (size_t)row * row_bytes;
+    float sum = 0;
+    for (int64_t j = lane; j < k / 32; j += 32) {
+        const uint8_t *a = x + j * 36;
+        if (TYPE == TYPE_Q8_0)
+            sum += block_q8_0(wr + j * 34, a);
+        else if (TYPE == TYPE_Q4_K)
+            sum += block_q4_k(wr + (j / 8) * 144, (int)(j % 8), a);
+        else
+            sum += block_q6_k(wr + (j / 8) * 210, (int)(j % 8), a);
+    }
+    for (int off = 16; off > 0; off >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0)
+        y[row] = sum;
+}
+
+extern "C" int cuda_gemv_q8_1(enum tensor_type t, const void *w, const void *x, float *y, int64_t k, int64_t n,
+                              void *stream, struct error *e)
+{
+    const struct type_info *ti = type_info(t);
+    if (t != TYPE_Q8_0 && t != TYPE_Q4_K && t != TYPE_Q6_K)
+        return fail(e, "gemv: no GPU kernel for weight type %s (Q8_0, Q4_K, Q6_K)", type_name(t));
+    if (k <= 0 || n <= 0 || k % ti->block_elems)
+        return fail(e, "gemv: %s rows of %lld are not a positive multiple of %u", ti->name, (long long)k, ti->block_elems);
+    const size_t row_bytes = (size_t)(k / ti->block_elems) * ti->block_bytes;
+    const unsigned ctas = (unsigned)((n + ROWS_PER_CTA - 1) / ROWS_PER_CTA);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (cuda_launch_begin("gemv_kernel", e))
+        return -1;
+    const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)x;
+    if (t == TYPE_Q8_0)
+        gemv_kernel<TYPE_Q8_0><<<ctas, ROWS_PER_CTA * 32, 0, s>>>(wb, xb, y, k, n, row_bytes);
+    else if (t == TYPE_Q4_K)
+        gemv_kernel<TYPE_Q4_K><<<ctas, ROWS_PER_CTA * 32, 0, s>>>(wb, xb, y, k, n, row_bytes);
+    else
+        gemv_kernel<TYPE_Q6_K><<<ctas, ROWS_PER_CTA * 32, 0, s>>>(wb, xb, y, k, n, row_bytes);
+    return cuda_launch_end("gemv_kernel", e);
+}
