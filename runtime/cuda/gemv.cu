@@ -34,7 +34,11 @@ __device__ static inline float block_q4_k(const uint8_t *w, int j, const uint8_t
     const uint8_t *sp = w + 4;
     int sc = j < 4 ? sp[j] & 63 : (sp[j + 4] & 0xf) | (sp[j - 4] >> 6) << 4;
     int mn = j < 4 ? sp[j + 4] & 63 : (sp[j + 4] >> 4) | (sp[j] >> 6) << 4;
-    const int *q = (const int *)(w + 16 + 32 * (j / 2));
+    /* the 32 code bytes in two 16-byte loads (superblocks are 144 bytes, so
+     * the codes of a row that starts 16-byte aligned are 16-byte aligned) */
+    const uint4 *q16 = (const uint4 *)(w + 16 + 32 * (j / 2));
+    const uint4 lo = q16[0], hi = q16[1];
+    const int q[8] = { (int)lo.x, (int)lo.y, (int)lo.z, (int)lo.w, (int)hi.x, (int)hi.y, (int)hi.z, (int)hi.w };
     const int *aq = (const int *)(a + 4);
     const int shift = 4 * (j % 2);
     int s = 0;
@@ -98,6 +102,8 @@ extern "C" int cuda_gemv_q8_1(enum tensor_type t, const void *w, const void *x, 
     if (k <= 0 || n <= 0 || k % ti->block_elems)
         return fail(e, "gemv: %s rows of %lld are not a positive multiple of %u", ti->name, (long long)k, ti->block_elems);
     const size_t row_bytes = (size_t)(k / ti->block_elems) * ti->block_bytes;
+    if (t == TYPE_Q4_K && (((uintptr_t)w) % 16 || row_bytes % 16))
+        return fail(e, "gemv: Q4_K weights must start 16-byte aligned");
     const unsigned ctas = (unsigned)((n + ROWS_PER_CTA - 1) / ROWS_PER_CTA);
     cudaStream_t s = (cudaStream_t)stream;
     if (cuda_launch_begin("gemv_kernel", e))
