@@ -99,7 +99,8 @@ local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "tes
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
                 "test_graph_plan", "test_fixtures", "test_tokenizer",
                 "test_cpu_ops" }
-local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c" }
+local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c",
+                       "runtime/tokenizer.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.
 local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wno-format-truncation",
@@ -253,7 +254,7 @@ if nvcc then
   table.insert(defaults, B .. "/minfer-gpu-bench")
 end
 if fuzz_cc then
-  edge(("build %s/fuzz-gguf: fuzz_link %s"):format(B, table.concat(fuzz_sources, " ")))
+  edge(("build %s/fuzz-gguf: fuzz_link %s %s/obj/runtime/pretokenize.c"):format(B, table.concat(fuzz_sources, " "), B))
   table.insert(defaults, B .. "/fuzz-gguf")
 end
 edge("default " .. table.concat(defaults, " "))

@@ -1,12 +1,16 @@
-/* fuzz_gguf.c: libFuzzer entry for the GGUF reader. Whatever the bytes, the
- * parser must either refuse them with an error or hand back a struct whose
- * every pointer stays inside the input; the walk below touches all of it so
- * ASan sees any pointer that does not. */
+/* fuzz_gguf.c: libFuzzer entry for the GGUF reader and the tokenizer built
+ * from its metadata. Whatever the bytes, the parser must either refuse them
+ * with an error or hand back a struct whose every pointer stays inside the
+ * input; the walk below touches all of it so ASan sees any pointer that does
+ * not. A file that parses is then offered to the tokenizer, which must load
+ * it or refuse it, and encode and decode text without faults. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
+#include "tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -48,6 +52,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap();
         if (t->nbytes)
             sink ^= (uint8_t)(t->data[0] ^ t->data[t->nbytes - 1]);
+    }
+    struct tokenizer tok;
+    if (tokenizer_load(&tok, &g, &e) == 0) {
+        static const char text[] = "Hello, world! 你好 <|im_start|>x  12 \n";
+        int32_t *ids = NULL;
+        size_t n = 0, cap = 0;
+        if (tokenizer_encode(&tok, text, sizeof text - 1, true, &ids, &n, &cap, &e) == 0) {
+            char out[64];
+            struct detokenizer d = { .n_pending = 0 };
+            for (size_t i = 0; i < n; i++)
+                detokenize_push(&d, &tok, ids[i], out, sizeof out);
+        }
+        free(ids);
+        tokenizer_free(&tok);
     }
     gguf_free(&g);
     return 0;

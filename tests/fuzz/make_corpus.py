@@ -38,11 +38,32 @@ def metadata_only(w):
     w.add_string("general.name", "seed")
 
 
+def byte_alphabet():
+    """GPT-2's byte-level alphabet: printable bytes stand for themselves, the others from U+0100 on."""
+    out, extra = [], 0
+    for b in range(256):
+        if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF:
+            out.append(chr(b))
+        else:
+            out.append(chr(256 + extra))
+            extra += 1
+    return out
+
+
+def tokenizer(w):
+    """A tiny byte-level BPE vocabulary, so the fuzzer reaches the tokenizer."""
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(byte_alphabet() + ["He", "ll", "Hell", "<|im_start|>"])
+    w.add_token_types([1] * 259 + [3])
+    w.add_token_merges(["H e", "l l", "He ll"])
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     write(os.path.join(out, "small_model.gguf"), small_model)
     write(os.path.join(out, "metadata_only.gguf"), metadata_only)
+    write(os.path.join(out, "tokenizer.gguf"), tokenizer)
 
 
 if __name__ == "__main__":
