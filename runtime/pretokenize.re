@@ -53,6 +53,17 @@ static size_t number1(const unsigned char *s)
     */
 }
 
+/* \p{N}{1,3} */
+static size_t number3(const unsigned char *s)
+{
+    const unsigned char *YYCURSOR = s, *YYMARKER = s;
+    (void)YYMARKER;
+    /*!re2c
+        number{1,3} { return (size_t)(YYCURSOR - s); }
+        * { return 0; }
+    */
+}
+
 /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` */
 static size_t punctuation(const unsigned char *s)
 {
@@ -100,11 +111,11 @@ static size_t trailing_space(const unsigned char *s)
     return last;
 }
 
-size_t pretokenize_next(const char *text, const char *end)
+size_t pretokenize_next(enum pretokenizer kind, const char *text, const char *end)
 {
     const unsigned char *s = (const unsigned char *)text;
-    size_t (*const alternatives[])(const unsigned char *) = { contraction, letters, number1, punctuation,
-                                                              newlines, trailing_space, space };
+    size_t (*const alternatives[])(const unsigned char *) = { contraction, letters, kind == PRE_LLAMA3 ? number3 : number1,
+                                                              punctuation, newlines, trailing_space, space };
     (void)end;
     for (size_t i = 0; i < sizeof alternatives / sizeof alternatives[0]; i++) {
         size_t n = alternatives[i](s);

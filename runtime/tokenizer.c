@@ -177,6 +177,15 @@ int tokenizer_load(struct tokenizer *t, const struct gguf *g, struct error *e)
     if (!gguf_str_eq(model, "gpt2"))
         return fail(e, "tokenizer model '%.*s' is not supported (minfer reads byte-level BPE, 'gpt2')", (int)model.n,
                     model.p);
+    struct gguf_str pre;
+    if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, e))
+        return -1;
+    if (gguf_str_eq(pre, "qwen2"))
+        t->pre = PRE_QWEN2;
+    else if (gguf_str_eq(pre, "llama-bpe"))
+        t->pre = PRE_LLAMA3;
+    else
+        return fail(e, "pre-tokenizer '%.*s' is not supported (minfer has qwen2 and llama-bpe)", (int)pre.n, pre.p);
     const struct gguf_kv *tokens = gguf_find(g, "tokenizer.ggml.tokens");
     if (!tokens)
         return fail(e, "metadata 'tokenizer.ggml.tokens' is missing");
@@ -269,7 +278,7 @@ static int encode_plain(const struct tokenizer *t, const char *s, size_t n, int3
     copy[n] = 0;
     int rc = 0;
     for (size_t at = 0; at < n && !rc;) {
-        size_t len = pretokenize_next(copy + at, copy + n);
+        size_t len = pretokenize_next(t->pre, copy + at, copy + n);
         if (len > n - at)
             len = n - at;
         rc = bpe(t, copy + at, len, out, n_out, cap, e);

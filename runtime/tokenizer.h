@@ -1,5 +1,7 @@
 /* tokenizer.h: byte-level BPE from GGUF metadata (tokenizer.ggml.model
- * "gpt2": tokens, merges, token types), with the Qwen2 pre-tokenizer and the
+ * "gpt2": tokens, merges, token types), with the Qwen2 or Llama 3
+ * pre-tokenizer (tokenizer.ggml.pre "qwen2" or "llama-bpe"; others are
+ * refused rather than guessed) and the
  * special/control tokens (<|im_start|> ...) matched before BPE. Decoding
  * turns ids back into bytes; a streaming decoder holds back incomplete UTF-8
  * so no half character is ever printed. */
@@ -12,6 +14,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "pretokenize.h"
 
 struct merge_entry;
 
@@ -28,6 +31,7 @@ struct tokenizer {
     int32_t *special;         /* control and user-defined tokens, longest first */
     int n_special;
     int32_t bos, eos;         /* -1 when the file names none */
+    enum pretokenizer pre;    /* tokenizer.ggml.pre: how text is split before BPE */
 };
 
 /* Reads the vocabulary from g; the tokenizer keeps pointers into g's data. */

@@ -23,6 +23,7 @@ static struct tokenizer tok;
 static struct gguf vocab;
 static struct case_ *cases;
 static int n_cases;
+static const char *vocab_file = "qwen_vocab.gguf", *cases_file = "cases.txt";
 
 static int unhex(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
 
@@ -34,10 +35,10 @@ static void load(void)
     cr_assert_eq(run_cmd(cmd, &out), 0, "%s\n%s", cmd, out);
     free(out);
     struct error e;
-    snprintf(path, sizeof path, "%s/qwen_vocab.gguf", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, vocab_file);
     cr_assert_eq(gguf_open(&vocab, path, &e), 0, "%s", e.msg);
     cr_assert_eq(tokenizer_load(&tok, &vocab, &e), 0, "%s", e.msg);
-    snprintf(path, sizeof path, "%s/cases.txt", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, cases_file);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
     static char line[1 << 16];
@@ -89,6 +90,32 @@ Test(tokenizer, every_id_matches_hugging_face_tokenizers, .timeout = 120)
     free(ids);
 }
 
+/* Llama 3's split (digits in threes), on the same vocabulary plus every 2-
+ * and 3-digit string, against tokenizers with Llama 3's expression. */
+Test(tokenizer, llama3_split_matches_too, .timeout = 120)
+{
+    vocab_file = "llama3_split.gguf";
+    cases_file = "llama3_cases.txt";
+    load();
+    cr_assert_eq(tok.pre, PRE_LLAMA3);
+    struct error e;
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    int mismatches = 0;
+    static char report[1 << 14];
+    for (int k = 0; k < n_cases; k++) {
+        size_t n = 0;
+        cr_assert_eq(tokenizer_encode(&tok, cases[k].text, cases[k].len, true, &ids, &n, &cap, &e), 0, "%s", e.msg);
+        if ((n != cases[k].n_ids || memcmp(ids, cases[k].ids, n * sizeof *ids) != 0) && mismatches++ == 0)
+            show(&cases[k], ids, n, report, sizeof report);
+    }
+    cr_assert_eq(mismatches, 0, "%d of %d texts differ; the first:\n%s", mismatches, n_cases, report);
+    size_t n = 0;
+    cr_assert_eq(tokenizer_encode(&tok, "12345", 5, true, &ids, &n, &cap, &e), 0);
+    cr_assert_eq(n, 2, "12345 splits as 123 45");
+    free(ids);
+}
+
 Test(tokenizer, decoding_gives_back_the_bytes_and_streams_whole_characters, .timeout = 120)
 {
     load();
@@ -134,22 +161,31 @@ Test(tokenizer, specials_are_text_unless_parsed)
     free(ids);
 }
 
-Test(tokenizer, a_vocabulary_it_cannot_read_is_refused)
+static void refused(const char *model, const char *pre, const char *expect)
 {
     struct buf b = { 0 };
     buf_u32(&b, GGUF_MAGIC);
     buf_u32(&b, 3);
     buf_u64(&b, 0);
-    buf_u64(&b, 1);
+    buf_u64(&b, 2);
     buf_str(&b, "tokenizer.ggml.model");
     buf_u32(&b, GGUF_STRING);
-    buf_str(&b, "llama");
+    buf_str(&b, model);
+    buf_str(&b, "tokenizer.ggml.pre");
+    buf_u32(&b, GGUF_STRING);
+    buf_str(&b, pre);
     struct gguf g;
     struct error e;
     cr_assert_eq(gguf_parse(&g, b.p, b.n, &e), 0, "%s", e.msg);
     struct tokenizer t;
     cr_assert_eq(tokenizer_load(&t, &g, &e), -1);
-    cr_assert_str_eq(e.msg, "tokenizer model 'llama' is not supported (minfer reads byte-level BPE, 'gpt2')");
+    cr_assert_str_eq(e.msg, expect);
     gguf_free(&g);
     buf_free(&b);
+}
+
+Test(tokenizer, a_vocabulary_it_cannot_read_is_refused_not_guessed)
+{
+    refused("llama", "default", "tokenizer model 'llama' is not supported (minfer reads byte-level BPE, 'gpt2')");
+    refused("gpt2", "deepseek-llm", "pre-tokenizer 'deepseek-llm' is not supported (minfer has qwen2 and llama-bpe)");
 }

@@ -53,6 +53,7 @@ def byte_alphabet():
 def tokenizer(w):
     """A tiny byte-level BPE vocabulary, so the fuzzer reaches the tokenizer."""
     w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
     w.add_token_list(byte_alphabet() + ["He", "ll", "Hell", "<|im_start|>"])
     w.add_token_types([1] * 259 + [3])
     w.add_token_merges(["H e", "l l", "He ll"])

@@ -10,6 +10,9 @@ the Qwen2 split expression, byte-level BPE). It writes
 
   OUTDIR/qwen_vocab.gguf   the same vocabulary as GGUF tokenizer metadata
   OUTDIR/cases.txt         one case a line: the text as hex, a tab, the ids
+  OUTDIR/llama3_split.gguf, llama3_cases.txt
+                           the same vocabulary with Llama 3's split expression
+                           (digits in threes), to check that variant too
 
 usage: qwen_tokenizer.py OUTDIR"""
 import base64
@@ -23,6 +26,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 
 PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
            r"|\s+(?!\S)|\s+")
+LLAMA3_PATTERN = PATTERN.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
             "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
             "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
@@ -87,12 +91,13 @@ def vocabulary():
     return tokens, merges
 
 
-def hf_tokenizer(tokens, merges):
-    vocab = {t: i for i, t in enumerate(tokens)}
+def hf_tokenizer(tokens, merges, pattern=PATTERN, extra=()):
+    """tokens are ids 0.., then the specials, then `extra` (plain tokens)."""
+    vocab = {t: i for i, t in enumerate(list(tokens) + SPECIALS + list(extra))}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
@@ -128,13 +133,13 @@ def cases():
     return [s for s in dict.fromkeys(out)]
 
 
-def write_gguf(path, tokens, merges):
+def write_gguf(path, tokens, merges, pre="qwen2", extra=()):
     w = gguf.GGUFWriter(path, arch="tokenizer")
-    all_tokens = tokens + SPECIALS
+    all_tokens = tokens + SPECIALS + list(extra)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(all_tokens)
-    w.add_token_types([1] * len(tokens) + [3] * len(SPECIALS))
+    w.add_token_types([1] * len(tokens) + [3] * len(SPECIALS) + [1] * len(extra))
     w.add_token_merges([f"{a} {b}" for a, b in merges])
     w.add_eos_token_id(len(tokens) + 2)
     w.write_header_to_file()
@@ -143,16 +148,26 @@ def write_gguf(path, tokens, merges):
     w.close()
 
 
-def main(outdir):
-    tokens, merges = vocabulary()
-    tok = hf_tokenizer(tokens, merges)
-    write_gguf(os.path.join(outdir, "qwen_vocab.gguf"), tokens, merges)
-    texts = cases()
-    with open(os.path.join(outdir, "cases.txt"), "w") as f:
+def write_cases(path, tok, texts):
+    with open(path, "w") as f:
         for s in texts:
             assert unicodedata.normalize("NFC", s) == s, "cases are NFC, so the normalizer is a no-op"
             ids = tok.encode(s, add_special_tokens=False).ids
             f.write(s.encode("utf-8").hex() + "\t" + " ".join(map(str, ids)) + "\n")
+
+
+def main(outdir):
+    tokens, merges = vocabulary()
+    texts = cases()
+    write_gguf(os.path.join(outdir, "qwen_vocab.gguf"), tokens, merges)
+    write_cases(os.path.join(outdir, "cases.txt"), hf_tokenizer(tokens, merges), texts)
+    # Qwen's vocabulary has single digits only, which would hide how numbers
+    # are split: give the Llama 3 variant every 2- and 3-digit string too.
+    digits = [f"{i:02d}" for i in range(100)] + [f"{i:03d}" for i in range(1000)]
+    digit_merges = [(d[0], d[1]) for d in digits[:100]] + [(d[:2], d[2]) for d in digits[100:]]
+    write_gguf(os.path.join(outdir, "llama3_split.gguf"), tokens, merges + digit_merges, pre="llama-bpe", extra=digits)
+    write_cases(os.path.join(outdir, "llama3_cases.txt"),
+                hf_tokenizer(tokens, merges + digit_merges, LLAMA3_PATTERN, digits), texts)
     print(f"{len(tokens)} tokens, {len(merges)} merges, {len(SPECIALS)} specials, {len(texts)} cases")
 
 
