@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "session.h"
@@ -136,7 +137,8 @@ int cmd_chat(int argc, char **argv)
     int rc = 0;
     bool first = true;
     ssize_t got;
-    while (!rc && (got = getline(&line, &cap, stdin)) > 0) {
+    bool tty = isatty(0) && isatty(2);
+    while (!rc && (tty && fputs("> ", stderr) >= 0, (got = getline(&line, &cap, stdin)) > 0)) {
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
         if (got == 0)
