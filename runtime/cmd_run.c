@@ -138,7 +138,11 @@ int cmd_chat(int argc, char **argv)
     bool first = true;
     ssize_t got;
     bool tty = isatty(0) && isatty(2);
-    while (!rc && (tty && fputs("> ", stderr) >= 0, (got = getline(&line, &cap, stdin)) > 0)) {
+    while (!rc) {
+        if (tty)
+            fputs("> ", stderr);
+        if ((got = getline(&line, &cap, stdin)) <= 0)
+            break;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
         if (got == 0)
