@@ -15,16 +15,32 @@ __device__ static inline float half_at(const uint8_t *p)
     return __half2float(__ushort_as_half((unsigned short)(p[0] | p[1] << 8)));
 }
 
-/* Four bytes from any alignment, little-endian. */
-__device__ static inline int bytes4(const uint8_t *p) { return (int)(p[0] | p[1] << 8 | p[2] << 16 | (unsigned)p[3] << 24); }
+/* Eight little-endian words from a 2-byte-aligned p (Q8_0 and Q6_K blocks
+ * are 34 and 210 bytes, so their codes are only 2-byte aligned): eight
+ * aligned word loads and, when p is not 4-aligned, the two bytes after them,
+ * so nothing past p + 32 is read. */
+__device__ static inline void words8(const uint8_t *p, unsigned out[8])
+{
+    const uintptr_t a = (uintptr_t)p;
+    const unsigned *w = (const unsigned *)(a & ~(uintptr_t)3);
+    const unsigned shift = 8 * (unsigned)(a & 3);
+    unsigned v[9];
+    for (int t = 0; t < 8; t++)
+        v[t] = w[t];
+    v[8] = shift ? *(const unsigned short *)(w + 8) : 0;
+    for (int t = 0; t < 8; t++)
+        out[t] = __funnelshift_r(v[t], v[t + 1], shift);
+}
 
 /* One Q8_0 block (34 bytes) against one Q8_1 block. */
 __device__ static inline float block_q8_0(const uint8_t *w, const uint8_t *a)
 {
     const int *aq = (const int *)(a + 4);
+    unsigned q[8];
+    words8(w + 2, q);
     int s = 0;
     for (int t = 0; t < 8; t++)
-        s = __dp4a(bytes4(w + 2 + 4 * t), aq[t], s);
+        s = __dp4a((int)q[t], aq[t], s);
     return half_at(w) * half_at(a) * (float)s;
 }
 
@@ -55,15 +71,14 @@ __device__ static inline float block_q6_k(const uint8_t *w, int j, const uint8_t
     const int lo_shift = 4 * ((j % 4) / 2), hi_shift = 2 * (j % 4);
     const int8_t *sc = (const int8_t *)(w + 192) + 2 * j;
     const int *aq = (const int *)(a + 4);
+    unsigned lo[8], hi[8];
+    words8(ql, lo);
+    words8(qh, hi);
     int s[2] = { 0, 0 };
     for (int t = 0; t < 8; t++) {
-        int packed = 0;
-        for (int b = 0; b < 4; b++) {
-            int l = 4 * t + b;
-            int q = (((ql[l] >> lo_shift) & 0xf) | ((qh[l] >> hi_shift) & 3) << 4) - 32;
-            packed |= (q & 0xff) << (8 * b);
-        }
-        s[t / 4] = __dp4a(packed, aq[t], s[t / 4]);
+        /* four 6-bit codes at once; the bytewise subtraction wraps 0..63 to -32..31 */
+        const unsigned q = ((lo[t] >> lo_shift) & 0x0f0f0f0fu) | ((hi[t] >> hi_shift) & 0x03030303u) << 4;
+        s[t / 4] = __dp4a((int)__vsub4(q, 0x20202020u), aq[t], s[t / 4]);
     }
     return half_at(w + 208) * half_at(a) * (float)(sc[0] * s[0] + sc[1] * s[1]);
 }
