@@ -45,7 +45,7 @@ return arch {
       h = g.rms_norm(x, L.ffn_norm, hp.eps)
       return x + g.matmul(L.ffn_down, g.silu(g.matmul(L.ffn_gate, h)) * g.matmul(L.ffn_up, h))
     end)
-    x = g.rms_norm(g.last_token(x), w.output_norm, hp.eps)
+    x = g.rms_norm(g.outputs(x), w.output_norm, hp.eps)
     return g.matmul(w.output, x)
   end,
 }

@@ -48,7 +48,7 @@ return arch {
       local gate, up = g.matmul(L.ffn_gate, h), g.matmul(L.ffn_up, h)
       return x + g.matmul(L.ffn_down, g.silu(gate) * up)
     end)
-    x = g.rms_norm(g.last_token(x), w.output_norm, hp.eps)
+    x = g.rms_norm(g.outputs(x), w.output_norm, hp.eps)
     return g.matmul(w.output, x)
   end,
 }

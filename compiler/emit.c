@@ -287,7 +287,7 @@ static int64_t fixed_value(const struct ir *ir, const struct expr *x)
 
 static bool is_kernel(int op)
 {
-    return op != OP_TOKENS && op != OP_HEADS && op != OP_LAST_TOKEN && op != OP_PART && op != IR_OP_CARRY;
+    return op != OP_TOKENS && op != OP_HEADS && op != OP_OUTPUTS && op != OP_PART && op != IR_OP_CARRY;
 }
 
 static int add_kernels(const struct ir *ir, struct tscope *root)

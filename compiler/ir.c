@@ -32,7 +32,7 @@ void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const
         if (i < ir->n_hp)
             snprintf(storage[i], 48, "%s%s", prefix, ir->hp[i].name);
         else
-            snprintf(storage[i], 48, i == IR_SYM_NT ? "nt" : "sym%d", i);
+            snprintf(storage[i], 48, i == IR_SYM_NT ? "nt" : i == IR_SYM_NOUT ? "n_out" : "sym%d", i);
         names[i] = storage[i];
     }
 }

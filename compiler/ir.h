@@ -15,7 +15,8 @@
 #define IR_MAX_TENSORS 64
 #define IR_MAX_NODES 512
 #define IR_MAX_CARRIED 4
-#define IR_SYM_NT (EXPR_SYMBOLS - 1) /* the token count, the one shape symbol that is not a hyperparameter */
+#define IR_SYM_NT (EXPR_SYMBOLS - 1)   /* the token count: a shape symbol that is not a hyperparameter */
+#define IR_SYM_NOUT (EXPR_SYMBOLS - 2) /* the tokens whose logits are wanted (1 while generating, nt for perplexity) */
 
 /* Compiler-only pseudo-op: a loop body's view of a carried value. */
 #define IR_OP_CARRY OP_COUNT

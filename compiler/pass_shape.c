@@ -237,12 +237,16 @@ static int infer(struct ctx *c, struct ir_node *n)
         set_shape(n, 2, flat, s0->ne[2], expr_const(1), ACT_F32);
         return 0;
     }
-    case OP_LAST_TOKEN:
+    case OP_OUTPUTS: {
+        struct expr nt = expr_sym(IR_SYM_NT);
         if (want_dims(c, n, s0, 2, "input"))
             return -1;
-        set_shape(n, 2, s0->ne[0], expr_const(1), expr_const(1), ACT_F32);
+        if (!expr_eq(&s0->ne[1], &nt))
+            return nfail(c, n, "outputs wants one column per token of the batch%s%s", "", "");
+        set_shape(n, 2, s0->ne[0], expr_sym(IR_SYM_NOUT), expr_const(1), ACT_F32);
         n->alias = n->src[0];
         return 0;
+    }
     }
     return nfail(c, n, "no shape rule for op %s%s", ir_op_name(n->op), "");
 }

@@ -28,7 +28,7 @@ static uint64_t shape_symbols(const struct ir *ir)
         for (int k = 0; k < ir->node[i].iattr.n; k++)
             for (int f = 0; f < ir->node[i].iattr.t[k].deg; f++)
                 set |= 1ull << ir->node[i].iattr.t[k].sym[f];
-    return set & ~(1ull << IR_SYM_NT);
+    return set & ~(1ull << IR_SYM_NT) & ~(1ull << IR_SYM_NOUT);
 }
 
 static int from_preset(struct ir *ir, const struct preset *p, int64_t *values, bool *known, struct error *e)

@@ -231,11 +231,11 @@ static int g_attention(lua_State *L)
     return 1;
 }
 
-static int g_last_token(lua_State *L)
+static int g_outputs(lua_State *L)
 {
-    check_arity(L, "last_token", 1, "x");
-    int x = check_node(L, 1, "last_token");
-    record(L, OP_LAST_TOKEN, 1, &x, 0, NULL);
+    check_arity(L, "outputs", 1, "x");
+    int x = check_node(L, 1, "outputs");
+    record(L, OP_OUTPUTS, 1, &x, 0, NULL);
     return 1;
 }
 
@@ -347,7 +347,7 @@ static void push_g(lua_State *L)
         { "tokens", g_tokens },     { "embed", g_embed },         { "rms_norm", g_rms_norm }, { "matmul", g_matmul },
         { "add", g_add },           { "mul", g_mul },             { "add_bias", g_add_bias }, { "silu", g_silu },
         { "heads", g_heads },       { "head_norm", g_head_norm }, { "rope", g_rope },         { "kv_store", g_kv_store },
-        { "attention", g_attention }, { "last_token", g_last_token }, { "layers", g_layers }, { NULL, NULL },
+        { "attention", g_attention }, { "outputs", g_outputs }, { "layers", g_layers }, { NULL, NULL },
     };
     luaL_newlib(L, ops);
     lua_newtable(L);

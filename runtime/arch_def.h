@@ -62,9 +62,11 @@ struct arch_def {
     int n_tensors;
     void (*tensor_shape)(const void *hp, int tensor, int64_t ne[4]);
     int (*max_nodes)(const void *hp);
-    size_t (*arena_bytes)(const void *hp, int64_t nt);
-    /* Records the forward graph for nt tokens; returns the logits node or -1. */
-    int (*build)(struct graph *g, const void *hp, const void *weights, int64_t nt);
+    /* Activation bytes of the graph for nt tokens, n_out of them with logits. */
+    size_t (*arena_bytes)(const void *hp, int64_t nt, int64_t n_out);
+    /* Records the forward graph for nt tokens whose last n_out (1..nt) get
+     * logits; returns the logits node ([n_vocab, n_out]) or -1. */
+    int (*build)(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
     const struct kernel_instance *kernels;
     int n_kernels;
 };

@@ -137,7 +137,7 @@ static int build_graphs(const struct model *m, struct model_check *c)
         return -1;
     int rc = 0;
     for (int k = 0; k < 2 && !rc; k++) {
-        if (m->arch->build(&g, m->hp, m->weights, k ? 512 : 1) < 0)
+        if (m->arch->build(&g, m->hp, m->weights, k ? 512 : 1, 1) < 0)
             rc = fail(&c->e, "%s", g.err.msg);
         *(k ? &c->arena_512 : &c->arena_1) = g.arena_bytes;
         c->n_nodes = g.n;

@@ -31,18 +31,19 @@ static int64_t widest_row(const struct model *m)
     return k;
 }
 
-static int build(struct engine *en, int64_t nt, struct error *e)
+static int build(struct engine *en, int64_t nt, int64_t n_out, struct error *e)
 {
-    if (en->graph_nt == nt)
+    if (en->graph_nt == nt && en->graph_n_out == n_out)
         return 0;
     const struct arch_def *a = en->m->arch;
     en->graph_nt = 0;
-    if (a->build(&en->g, en->m->hp, en->m->weights, nt) < 0)
+    if (a->build(&en->g, en->m->hp, en->m->weights, nt, n_out) < 0)
         return fail(e, "%s", en->g.err.msg);
     if (en->g.arena_bytes > en->arena_bytes)
-        return fail(e, "graph for %lld tokens needs %zu arena bytes, %zu were planned", (long long)nt,
-                    en->g.arena_bytes, en->arena_bytes);
+        return fail(e, "graph for %lld tokens (%lld with logits) needs %zu arena bytes, %zu were planned", (long long)nt,
+                    (long long)n_out, en->g.arena_bytes, en->arena_bytes);
     en->graph_nt = nt;
+    en->graph_n_out = n_out;
     return 0;
 }
 
@@ -89,7 +90,7 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
     en->g.n_kernels = a->n_kernels;
     int64_t n_head_kv = 0, head_dim = 0;
     int n_layer;
-    if (a->build(&en->g, m->hp, m->weights, 1) < 0 || kv_geometry(&en->g, &n_head_kv, &head_dim, &n_layer)) {
+    if (a->build(&en->g, m->hp, m->weights, 1, 1) < 0 || kv_geometry(&en->g, &n_head_kv, &head_dim, &n_layer)) {
         fail(e, "%s", en->g.failed ? en->g.err.msg : "the graph stores no keys and values");
         engine_free(en);
         return -1;
@@ -107,7 +108,7 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
         en->cfg.n_batch = en->cfg.n_ctx;
     int result = en->g.result;
     en->n_vocab = en->g.node[result].ne[0];
-    en->arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch);
+    en->arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch, en->cfg.logits_all ? en->cfg.n_batch : 1);
     en->arena = aligned_alloc(256, (en->arena_bytes + 255) & ~(size_t)255);
     en->pos = malloc((size_t)en->cfg.n_batch * sizeof *en->pos);
     en->logits = malloc((size_t)en->n_vocab * sizeof *en->logits);
@@ -135,9 +136,10 @@ void engine_free(struct engine *en)
     memset(en, 0, sizeof *en);
 }
 
-static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, struct error *e)
+/* One graph over nt tokens; out, if given, receives every token's logits. */
+static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, float *out, struct error *e)
 {
-    if (build(en, nt, e))
+    if (build(en, nt, out ? nt : 1, e))
         return -1;
     const struct graph *g = &en->g;
     int32_t *ids = NULL;
@@ -150,12 +152,16 @@ static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, stru
     struct cpu_run run = { en->arena, en->pos, &en->kv, &en->scratch };
     if (cpu_execute(g, &run, e))
         return -1;
-    memcpy(en->logits, en->arena + g->node[g->result].offset, (size_t)en->n_vocab * sizeof *en->logits);
+    const float *logits = (const float *)(en->arena + g->node[g->result].offset);
+    size_t row = (size_t)en->n_vocab;
+    if (out)
+        memcpy(out, logits, (size_t)nt * row * sizeof *out);
+    memcpy(en->logits, logits + (size_t)(g->n_out - 1) * row, row * sizeof *en->logits);
     en->n_past += nt;
     return 0;
 }
 
-int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct error *e)
+static int eval(struct engine *en, const int32_t *tokens, int64_t n, float *out, struct error *e)
 {
     if (n <= 0)
         return fail(e, "no tokens to evaluate");
@@ -168,11 +174,23 @@ int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct erro
                         (long long)(en->n_past + i), (long long)en->n_vocab);
     for (int64_t done = 0; done < n;) {
         int64_t nt = n - done < en->cfg.n_batch ? n - done : en->cfg.n_batch;
-        if (eval_batch(en, tokens + done, nt, e))
+        if (eval_batch(en, tokens + done, nt, out ? out + done * en->n_vocab : NULL, e))
             return -1;
         done += nt;
     }
     return 0;
+}
+
+int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct error *e)
+{
+    return eval(en, tokens, n, NULL, e);
+}
+
+int engine_eval_logits(struct engine *en, const int32_t *tokens, int64_t n, float *out, struct error *e)
+{
+    if (!en->cfg.logits_all)
+        return fail(e, "engine_eval_logits: the engine was not made with logits_all");
+    return eval(en, tokens, n, out, e);
 }
 
 void engine_truncate(struct engine *en, int64_t n_past)

@@ -39,10 +39,11 @@ void graph_free(struct graph *g)
     memset(g, 0, sizeof *g);
 }
 
-void graph_reset(struct graph *g, int64_t nt)
+void graph_reset(struct graph *g, int64_t nt, int64_t n_out)
 {
     g->n = 0;
     g->nt = nt;
+    g->n_out = n_out;
     g->layer = -1;
     g->failed = false;
     g->err.msg[0] = 0;
@@ -206,8 +207,10 @@ static int infer(struct graph *g, const struct node_desc *d, struct node *n)
         set(n, 2, a->ne[0] * a->ne[1], a->ne[2], 1, ACT_F32);
         return 0;
     }
-    case OP_LAST_TOKEN:
-        set(n, 2, a->ne[0], 1, 1, ACT_F32);
+    case OP_OUTPUTS:
+        if (g->n_out < 1 || g->n_out > a->ne[1])
+            return gfail(g, d, "logits wanted for %lld of %lld tokens", (long long)g->n_out, (long long)a->ne[1]);
+        set(n, 2, a->ne[0], g->n_out, 1, ACT_F32);
         return 0;
     default:
         return gfail(g, d, "op %d has no shape rule", (int)d->op);
@@ -247,10 +250,10 @@ static void place(struct graph *g, const struct node_desc *d, struct node *n)
         n->view_of = d->src[0];
         n->offset = a->offset;
         n->row_stride = a->row_stride;
-    } else if (d->op == OP_LAST_TOKEN) {
+    } else if (d->op == OP_OUTPUTS) {
         n->view_of = d->src[0];
         n->row_stride = a->row_stride;
-        n->offset = a->offset + (size_t)(a->ne[1] - 1) * (size_t)a->row_stride;
+        n->offset = a->offset + (size_t)(a->ne[1] - n->ne[1]) * (size_t)a->row_stride;
     } else {
         n->offset = d->offset;
         n->bytes = graph_act_bytes(n->dtype == ACT_Q8_1 ? ACT_F32 : n->dtype, n->ne); /* see settle_activation_type */

@@ -13,7 +13,7 @@
 #include "graph_ops.h"
 #include "weights.h"
 
-#define GRAPH_ABI_VERSION 2 /* generated code states the version it was made for */
+#define GRAPH_ABI_VERSION 3 /* generated code states the version it was made for */
 
 struct kernel_instance; /* arch_def.h */
 
@@ -51,6 +51,7 @@ struct graph {
     struct node *node;
     int n, cap;
     int64_t nt;                   /* tokens in this graph */
+    int64_t n_out;                /* the last n_out of them get logits (OUTPUTS) */
     int layer;                    /* current layer while building, -1 outside the loop */
     size_t arena_bytes;           /* from the memory plan */
     const char *source;           /* the description file, for messages */
@@ -64,7 +65,7 @@ struct graph {
 
 int graph_init(struct graph *g, int cap, const char *source, struct error *e);
 void graph_free(struct graph *g);
-void graph_reset(struct graph *g, int64_t nt);
+void graph_reset(struct graph *g, int64_t nt, int64_t n_out);
 
 /* Records one node; returns its index, or -1 after latching an error that
  * names the op, the description line and the offending values. ADD_BIAS

@@ -23,7 +23,7 @@
     X(ROPE,            1, 0, 0, "rotary embedding of [d, h, nt] at the tokens' positions (style: enum rope_style)") \
     X(KV_STORE,        2, 0, 0, "k, v [d, h_kv, nt] into the layer's KV cache at the positions") \
     X(ATTENTION,       2, 0, 0, "causal GQA of q [d, h, nt] over the layer's cache (src1: its KV_STORE) -> [d*h, nt]") \
-    X(LAST_TOKEN,      1, 0, 0, "view of the last column: [ne0, 1]") \
+    X(OUTPUTS,         1, 0, 0, "view of the last n_out columns, the tokens whose logits are wanted: [ne0, n_out]") \
     X(SWIGLU,          2, 0, 1, "silu(a) * b") \
     X(RMS_NORM_Q8,     1, 1, 1, "RMS_NORM that writes its output as Q8_1 blocks for the matmuls reading it") \
     X(MATMUL_QKV,      1, 6, 1, "three matmuls (w0..w2, biases w3..w5) of one input: out q, PART 1 k, PART 2 v") \

@@ -35,7 +35,7 @@ static void rig_init(struct rig *r, int64_t nt)
     memset(r, 0, sizeof *r);
     struct error e;
     cr_assert_eq(graph_init(&r->g, 64, "test", &e), 0);
-    graph_reset(&r->g, nt);
+    graph_reset(&r->g, nt, 1);
     r->g.arena_bytes = ARENA;
     r->arena = aligned_alloc(256, ARENA);
     cr_assert_eq(cpu_scratch_init(&r->s, 1024, nt, 64, 2, &e), 0);

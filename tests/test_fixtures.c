@@ -2,7 +2,8 @@
  * transformers (tests/fixtures/make_fixtures.py made the golden logits and
  * greedy tokens on the GPU machine). For each tiny model and weight type:
  * the logits at every position of the fixed sequence, the 32 greedy tokens
- * after it, and that a batch gives the same bits as the tokens one by one. */
+ * after it, and that a batch gives the same bits as the tokens one by one,
+ * whether it makes the last token's logits or every token's. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
@@ -132,6 +133,17 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
         cr_assert_eq(memcmp(en.logits, step_logits[b - 1], sizeof step_logits[0]), 0,
                      "%s %s: a batch of %d differs from %d single steps", f->config, f->type, b, b);
     }
+    engine_free(&en);
+    /* every token's logits at once (perplexity's way), in batches of 6, 6 and 4: the same bits again */
+    cfg.n_batch = 6;
+    cfg.logits_all = true;
+    cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+    static float all[N_TOKENS][N_VOCAB];
+    cr_assert_eq(engine_eval_logits(&en, tokens, N_TOKENS, &all[0][0], &e), 0, "%s", e.msg);
+    for (int t = 0; t < N_TOKENS; t++)
+        cr_assert_eq(memcmp(all[t], step_logits[t], sizeof all[t]), 0, "%s %s: position %d of a logits-for-all batch differs",
+                     f->config, f->type, t);
+    cr_assert_eq(memcmp(en.logits, all[N_TOKENS - 1], sizeof all[0]), 0);
     engine_free(&en);
     model_close(&m);
     free(golden);

@@ -98,13 +98,14 @@ ParameterizedTest(struct tiny *t, graph_plan, no_live_buffers_overlap, .timeout 
     struct graph g;
     cr_assert_eq(graph_init(&g, m.arch->max_nodes(m.hp), m.arch->source, &e), 0);
     static const int64_t nts[] = { 1, 2, 7, 64 };
-    for (int k = 0; k < 4; k++) {
-        int result = m.arch->build(&g, m.hp, m.weights, nts[k]);
-        cr_assert_geq(result, 0, "%s nt=%lld: %s", t->arch, (long long)nts[k], g.err.msg);
+    for (int k = 0; k < 8; k++) { /* logits of the last token, then of every token */
+        int64_t nt = nts[k % 4], n_out = k < 4 ? 1 : nt;
+        int result = m.arch->build(&g, m.hp, m.weights, nt, n_out);
+        cr_assert_geq(result, 0, "%s nt=%lld: %s", t->arch, (long long)nt, g.err.msg);
         cr_assert_eq(g.n, m.arch->max_nodes(m.hp), "%s: node count differs from max_nodes", t->arch);
-        cr_assert_eq(g.arena_bytes, m.arch->arena_bytes(m.hp, nts[k]));
+        cr_assert_eq(g.arena_bytes, m.arch->arena_bytes(m.hp, nt, n_out));
         const struct node *logits = &g.node[result];
-        cr_assert(logits->ne[1] == 1 && logits->dtype == ACT_F32, "logits of the last token");
+        cr_assert(logits->ne[1] == n_out && logits->dtype == ACT_F32, "logits of the last %lld tokens", (long long)n_out);
         check_plan(&g);
     }
     graph_free(&g);

@@ -43,8 +43,8 @@ extern const struct arch_def llama_arch;
 
 /* graph.c */
 int llama_max_nodes(const void *hp);
-size_t llama_arena_bytes(const void *hp, int64_t nt);
-int llama_build(struct graph *g, const void *hp, const void *weights, int64_t nt);
+size_t llama_arena_bytes(const void *hp, int64_t nt, int64_t n_out);
+int llama_build(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
 
 /* kernels.c */
 extern const struct kernel_instance llama_kernels[];

@@ -110,7 +110,7 @@ static void tensor_shape(const void *hpv, int tensor, int64_t ne[4])
 }
 
 const struct arch_def llama_arch = {
-    .abi = 2,
+    .abi = 3,
     .name = "llama",
     .gguf_name = "llama",
     .source = "archs/llama.lua",

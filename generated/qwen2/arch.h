@@ -46,8 +46,8 @@ extern const struct arch_def qwen2_arch;
 
 /* graph.c */
 int qwen2_max_nodes(const void *hp);
-size_t qwen2_arena_bytes(const void *hp, int64_t nt);
-int qwen2_build(struct graph *g, const void *hp, const void *weights, int64_t nt);
+size_t qwen2_arena_bytes(const void *hp, int64_t nt, int64_t n_out);
+int qwen2_build(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
 
 /* kernels.c */
 extern const struct kernel_instance qwen2_kernels[];

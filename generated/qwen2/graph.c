@@ -3,19 +3,20 @@
  * 3 after. Activations live in one arena of 5 slots (the memory plan). */
 #include "arch.h"
 
-#if GRAPH_ABI_VERSION != 2
+#if GRAPH_ABI_VERSION != 3
 #error "generated/qwen2 was made for another graph ABI: rerun minfer-compile"
 #endif
 
 #define N_SLOTS 5
 
-static void plan(const struct qwen2_hparams *hp, int64_t nt, size_t off[N_SLOTS], size_t *total)
+static void plan(const struct qwen2_hparams *hp, int64_t nt, int64_t n_out, size_t off[N_SLOTS], size_t *total)
 {
     (void)hp;
     (void)nt;
+    (void)n_out;
     const size_t size[N_SLOTS] = {
-        arena_align(arena_max(arena_max(arena_max(arena_max((size_t)nt * 4, (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)hp->head_dim * 4 * (size_t)hp->n_head * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)1)),
-        arena_align(arena_max((size_t)hp->n_embd * 4 * (size_t)nt, (size_t)hp->n_vocab * 4 * (size_t)1)),
+        arena_align(arena_max(arena_max(arena_max(arena_max((size_t)nt * 4, (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)hp->head_dim * 4 * (size_t)hp->n_head * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)n_out)),
+        arena_align(arena_max((size_t)hp->n_embd * 4 * (size_t)nt, (size_t)hp->n_vocab * 4 * (size_t)n_out)),
         arena_align(arena_max(arena_max(arena_max((size_t)(hp->n_head * hp->head_dim) * 4 * (size_t)nt, (size_t)hp->head_dim * 4 * (size_t)hp->n_head_kv * (size_t)nt), (size_t)(hp->n_head * hp->head_dim) * 4 * (size_t)nt), (size_t)hp->n_embd * 4 * (size_t)nt)),
         arena_align(arena_max((size_t)(hp->n_head_kv * hp->head_dim) * 4 * (size_t)nt, (size_t)hp->n_ff * 4 * (size_t)nt)),
         arena_align((size_t)(hp->n_head_kv * hp->head_dim) * 4 * (size_t)nt),
@@ -34,20 +35,20 @@ int qwen2_max_nodes(const void *hpv)
     return (int)(2 + 3 + 15 * hp->n_layer);
 }
 
-size_t qwen2_arena_bytes(const void *hpv, int64_t nt)
+size_t qwen2_arena_bytes(const void *hpv, int64_t nt, int64_t n_out)
 {
     size_t off[N_SLOTS], total;
-    plan(hpv, nt, off, &total);
+    plan(hpv, nt, n_out, off, &total);
     return total;
 }
 
-int qwen2_build(struct graph *g, const void *hpv, const void *wv, int64_t nt)
+int qwen2_build(struct graph *g, const void *hpv, const void *wv, int64_t nt, int64_t n_out)
 {
     const struct qwen2_hparams *hp = hpv;
     const struct qwen2_weights *w = wv;
     size_t off[N_SLOTS];
-    graph_reset(g, nt);
-    plan(hp, nt, off, &g->arena_bytes);
+    graph_reset(g, nt, n_out);
+    plan(hp, nt, n_out, off, &g->arena_bytes);
 #line 38 "archs/qwen2.lua"
     int n0 = graph_add(g, &(struct node_desc){ .op = OP_TOKENS, .line = 38, .src = { -1, -1 }, .w = { NULL, NULL, NULL, NULL, NULL, NULL },
         .f = { 0, 0 }, .i = 0, .offset = off[0] });
@@ -107,7 +108,7 @@ int qwen2_build(struct graph *g, const void *hpv, const void *wv, int64_t nt)
     }
     g->layer = -1;
 #line 52 "archs/qwen2.lua"
-    int n26 = graph_add(g, &(struct node_desc){ .op = OP_LAST_TOKEN, .line = 52, .src = { c0, -1 }, .w = { NULL, NULL, NULL, NULL, NULL, NULL },
+    int n26 = graph_add(g, &(struct node_desc){ .op = OP_OUTPUTS, .line = 52, .src = { c0, -1 }, .w = { NULL, NULL, NULL, NULL, NULL, NULL },
         .f = { 0, 0 }, .i = 0, .offset = 0 });
 #line 52 "archs/qwen2.lua"
     int n27 = graph_add(g, &(struct node_desc){ .op = OP_RMS_NORM_Q8, .line = 52, .src = { n26, -1 }, .w = { w->output_norm, NULL, NULL, NULL, NULL, NULL },

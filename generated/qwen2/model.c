@@ -113,7 +113,7 @@ static void tensor_shape(const void *hpv, int tensor, int64_t ne[4])
 }
 
 const struct arch_def qwen2_arch = {
-    .abi = 2,
+    .abi = 3,
     .name = "qwen2",
     .gguf_name = "qwen2",
     .source = "archs/qwen2.lua",

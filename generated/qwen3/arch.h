@@ -45,8 +45,8 @@ extern const struct arch_def qwen3_arch;
 
 /* graph.c */
 int qwen3_max_nodes(const void *hp);
-size_t qwen3_arena_bytes(const void *hp, int64_t nt);
-int qwen3_build(struct graph *g, const void *hp, const void *weights, int64_t nt);
+size_t qwen3_arena_bytes(const void *hp, int64_t nt, int64_t n_out);
+int qwen3_build(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
 
 /* kernels.c */
 extern const struct kernel_instance qwen3_kernels[];

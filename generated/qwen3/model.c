@@ -114,7 +114,7 @@ static void tensor_shape(const void *hpv, int tensor, int64_t ne[4])
 }
 
 const struct arch_def qwen3_arch = {
-    .abi = 2,
+    .abi = 3,
     .name = "qwen3",
     .gguf_name = "qwen3",
     .source = "archs/qwen3.lua",

@@ -36,7 +36,7 @@ void cpu_scratch_free(struct cpu_scratch *s)
 bool cpu_supports(enum op op)
 {
     switch (op) {
-    case OP_TOKENS: case OP_HEADS: case OP_LAST_TOKEN: case OP_PART: case OP_EMBED: case OP_RMS_NORM:
+    case OP_TOKENS: case OP_HEADS: case OP_OUTPUTS: case OP_PART: case OP_EMBED: case OP_RMS_NORM:
     case OP_RMS_NORM_Q8: case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE: case OP_ADD: case OP_MUL:
     case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: case OP_KV_STORE: case OP_ATTENTION: case OP_MATMUL:
     case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_SWIGLU:
@@ -51,7 +51,7 @@ int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)
     for (int i = 0; i < g->n; i++) {
         const struct node *n = &g->node[i];
         switch (n->op) {
-        case OP_TOKENS: case OP_HEADS: case OP_LAST_TOKEN: case OP_PART:
+        case OP_TOKENS: case OP_HEADS: case OP_OUTPUTS: case OP_PART:
             break; /* inputs, views, and outputs their producer writes */
         case OP_EMBED: cpu_embed(g, n, r); break;
         case OP_RMS_NORM: case OP_RMS_NORM_Q8: cpu_rms_norm(g, n, r); break;
