@@ -89,16 +89,16 @@ if #archs == 0 then die("no architecture descriptions in archs/") end
 
 -- Sources, one concern per file (see each file's first comment).
 local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine", "tokenizer", "sampler",
-                  "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "quant", "quant_legacy",
+                  "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention", "quant", "quant_legacy",
                   "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
-                  "cmd_synth", "cmd_run", "cmd_bench", "session" }
+                  "cmd_synth", "cmd_run", "cmd_bench", "cmd_tokenize", "cmd_perplexity", "chat_template", "session" }
 local cuda_sources = { "device", "quantize_q8_1", "gemv" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
                 "test_graph_plan", "test_fixtures", "test_tokenizer",
-                "test_cpu_ops" }
+                "test_cpu_ops", "test_chat_template" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c",
                        "runtime/tokenizer.c" }
 
@@ -225,9 +225,14 @@ edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S
 table.insert(test_objs, B .. "/obj/tests/support.o")
 edge(("build %s/minfer-tests: link %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
   B, table.concat(test_objs, " "), generic, B))
+-- The real-model suite is its own binary: it needs the model (tools/fetch-model.sh)
+-- and a release build's speed, so tools/test.sh runs it on the release build.
+edge(("build %s/obj/tests/test_real_model.o: cc %s/tests/test_real_model.c\n  extra_cflags = $criterion_cflags -I$src/tests/support"):format(B, S))
+edge(("build %s/minfer-model-tests: link %s/obj/tests/test_real_model.o %s/obj/tests/support.o %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
+  B, B, B, generic, B))
 edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/minfer-compile %s/minfer-qwen2.5-0.5b"):format(
   B, B, B, B))
-local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
+local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/minfer-model-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
                    B .. "/minfer-compile" }
 -- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with
 -- that model's shapes compiled in. The tests always get one to check.

@@ -7,12 +7,16 @@
 
 #include "hparams.h"
 
-/* The KV cache's geometry comes from the graph: the KV_STORE nodes' k. */
-static int kv_geometry(const struct graph *g, int64_t *n_head_kv, int64_t *head_dim, int *n_layer)
+/* The KV cache's geometry comes from the graph: the KV_STORE nodes' k, and
+ * the query heads of the ATTENTION nodes reading them. */
+static int kv_geometry(const struct graph *g, int64_t *n_head_kv, int64_t *head_dim, int64_t *n_head, int *n_layer)
 {
     *n_layer = 0;
+    *n_head = 0;
     for (int i = 0; i < g->n; i++) {
         const struct node *n = &g->node[i];
+        if (n->op == OP_ATTENTION)
+            *n_head = g->node[n->src[0]].ne[1];
         if (n->op != OP_KV_STORE)
             continue;
         const struct node *k = &g->node[n->src[0]];
@@ -20,7 +24,7 @@ static int kv_geometry(const struct graph *g, int64_t *n_head_kv, int64_t *head_
         *n_head_kv = k->ne[1];
         *n_layer = n->layer + 1 > *n_layer ? n->layer + 1 : *n_layer;
     }
-    return *n_layer > 0 ? 0 : -1;
+    return *n_layer > 0 && *n_head > 0 ? 0 : -1;
 }
 
 static int64_t widest_row(const struct model *m)
@@ -88,9 +92,10 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
         return -1;
     en->g.kernels = a->kernels;
     en->g.n_kernels = a->n_kernels;
-    int64_t n_head_kv = 0, head_dim = 0;
+    int64_t n_head_kv = 0, head_dim = 0, n_head = 0;
     int n_layer;
-    if (a->build(&en->g, m->hp, m->weights, 1, 1) < 0 || kv_geometry(&en->g, &n_head_kv, &head_dim, &n_layer)) {
+    if (a->build(&en->g, m->hp, m->weights, 1, 1) < 0 ||
+        kv_geometry(&en->g, &n_head_kv, &head_dim, &n_head, &n_layer)) {
         fail(e, "%s", en->g.failed ? en->g.err.msg : "the graph stores no keys and values");
         engine_free(en);
         return -1;
@@ -116,8 +121,9 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
                  ? fail(e, "out of memory for activations (%.1f MiB for batches of %lld)",
                         (double)en->arena_bytes / 1048576.0, (long long)en->cfg.n_batch)
                  : 0;
+    struct cpu_sizes sizes = { widest_row(m), en->cfg.n_ctx, n_head / n_head_kv, head_dim, en->cfg.n_threads };
     rc = rc || kv_init(&en->kv, en->cfg.kv_type, n_layer, en->cfg.n_ctx, n_head_kv, head_dim, e) ||
-         cpu_scratch_init(&en->scratch, widest_row(m), en->cfg.n_batch, en->cfg.n_ctx, en->cfg.n_threads, e);
+         cpu_scratch_init(&en->scratch, &sizes, e);
     if (rc) {
         engine_free(en);
         return -1;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/cpu_dot.h"
 #include "graph.h"
 #include "half.h"
 #include "kv_cache.h"
@@ -38,7 +39,8 @@ static void rig_init(struct rig *r, int64_t nt)
     graph_reset(&r->g, nt, 1);
     r->g.arena_bytes = ARENA;
     r->arena = aligned_alloc(256, ARENA);
-    cr_assert_eq(cpu_scratch_init(&r->s, 1024, nt, 64, 2, &e), 0);
+    struct cpu_sizes sizes = { .k_max = 1024, .n_ctx = 64, .group = 4, .head_dim = 64, .n_threads = 2 };
+    cr_assert_eq(cpu_scratch_init(&r->s, &sizes, &e), 0);
     for (int t = 0; t < 16; t++)
         r->pos[t] = t;
     rng_seed(&r->rng, 77);
@@ -319,4 +321,44 @@ ParameterizedTest(struct kv_case *kc, cpu_ops, attention_matches_causal_softmax)
     }
     free(qv), free(kv), free(vv);
     rig_free(&r);
+}
+
+/* ---- the blocked dot product against the reference, bit for bit ---- */
+
+/* as the matmul calls it: on the vector unit chosen at run time */
+CPU_SIMD static void block_on_this_cpu(const float *w, int64_t nr, const float *x, int64_t nc, float *y, int64_t k)
+{
+    cpu_dot_block(w, nr, x, nc, y, nr, k);
+}
+
+Test(cpu_ops, block_dot_products_equal_the_reference_bits)
+{
+    struct rng rng;
+    rng_seed(&rng, 2029);
+    static const int64_t ks[] = { 1, 5, 8, 13, 64, 100, 896 };
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        int64_t k = ks[ki];
+        for (int64_t nr = 1; nr <= 9; nr += 4) {
+            for (int64_t nc = 1; nc <= 5; nc += 2) {
+                /* room for rows up to a multiple of four, as the scratch has */
+                float *w = calloc((size_t)((nr + 3) / 4 * 4 * k), sizeof *w), *x = malloc((size_t)(nc * k) * sizeof *x);
+                float *y = malloc((size_t)(nc * nr) * sizeof *y);
+                for (int64_t i = 0; i < nr * k; i++)
+                    w[i] = (float)rng_normal(&rng);
+                for (int64_t i = 0; i < nc * k; i++)
+                    x[i] = (float)rng_normal(&rng);
+                block_on_this_cpu(w, nr, x, nc, y, k);
+                for (int64_t c = 0; c < nc; c++)
+                    for (int64_t r = 0; r < nr; r++) {
+                        float want = cpu_dot_n(w + r * k, x + c * k, k);
+                        cr_assert(memcmp(&y[c * nr + r], &want, sizeof want) == 0,
+                                  "k=%lld row %lld col %lld: %.9g, the reference %.9g", (long long)k, (long long)r,
+                                  (long long)c, y[c * nr + r], want);
+                    }
+                free(w);
+                free(x);
+                free(y);
+            }
+        }
+    }
 }

@@ -17,19 +17,37 @@
 #include "graph.h"
 #include "kv_cache.h"
 
-/* Work memory a graph needs beyond the arena, sized once per engine. */
-struct cpu_scratch {
-    float *row;        /* k_max floats: one dequantized weight row or norm weight */
-    float *row2;       /* k_max floats */
-    float *scores;     /* n_ctx floats: one head's attention scores */
-    float *rows;       /* n_threads * k_max floats: each matmul thread's weight row */
-    int n_threads;     /* matmul rows are split among this many threads */
-    int64_t k_max, n_batch, n_ctx;
+#define CPU_ROW_BLOCK 16 /* weight rows a matmul thread decodes at once (a multiple of 4) */
+#define CPU_COL_BLOCK 32 /* activation columns it dots them with at once */
+#define CPU_ATT_BLOCK 16 /* query tokens an attention job takes at once */
+
+/* What the scratch is sized for. */
+struct cpu_sizes {
+    int64_t k_max;     /* the longest weight row */
+    int64_t n_ctx;     /* KV cache positions */
+    int64_t group;     /* query heads per KV head */
+    int64_t head_dim;
+    int n_threads;
 };
 
-int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, int n_threads,
-                     struct error *e);
+/* Work memory a graph needs beyond the arena, sized once per engine. */
+struct cpu_scratch {
+    float *row;        /* k_max floats: one dequantized norm weight or bias */
+    float *rows;       /* n_threads * CPU_ROW_BLOCK * k_max floats: each matmul thread's weight rows */
+    float *tiles;      /* n_threads * CPU_ROW_BLOCK * CPU_COL_BLOCK floats: their dot products */
+    float *att;        /* n_threads * att_floats: each attention job's scores, sums, sums of values, KV row,
+                          transposed queries and running dot products (cpu_attention.c) */
+    size_t att_floats;
+    int n_threads;     /* matmuls and attention are split among this many threads */
+    int64_t k_max;
+};
+
+int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e);
 void cpu_scratch_free(struct cpu_scratch *s);
+
+/* Runs fn on each of n jobs (size bytes apart), one thread each, the first
+ * on the calling thread; returns when all are done. */
+void cpu_run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
 
 struct cpu_run {
     uint8_t *arena;           /* the graph's activations */

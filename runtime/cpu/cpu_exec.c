@@ -1,25 +1,26 @@
 /* cpu_exec.c: walks a graph on the CPU (see cpu.h). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 
-int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int64_t n_ctx, int n_threads,
-                     struct error *e)
+int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e)
 {
     memset(s, 0, sizeof *s);
-    s->n_threads = n_threads > 0 ? n_threads : 1;
-    s->rows = malloc((size_t)s->n_threads * (size_t)k_max * sizeof *s->rows);
-    s->k_max = k_max;
-    s->n_batch = n_batch;
-    s->n_ctx = n_ctx;
-    s->row = malloc((size_t)k_max * sizeof *s->row);
-    s->row2 = malloc((size_t)k_max * sizeof *s->row2);
-    s->scores = malloc((size_t)n_ctx * sizeof *s->scores);
-    if (!s->row || !s->row2 || !s->scores || !s->rows) {
+    s->n_threads = z->n_threads > 0 && z->n_threads <= 64 ? z->n_threads : 1;
+    s->k_max = z->k_max;
+    size_t threads = (size_t)s->n_threads, q = CPU_ATT_BLOCK * (size_t)z->group, q8 = (q + 7) / 8 * 8;
+    s->att_floats = q * (size_t)z->n_ctx + q + q * (size_t)z->head_dim + (size_t)z->head_dim + q8 * (size_t)z->head_dim + q8;
+    s->row = malloc((size_t)z->k_max * sizeof *s->row);
+    /* zeroed: a block's rows past a multiple of four are read (and their results dropped) */
+    s->rows = calloc(threads * CPU_ROW_BLOCK * (size_t)z->k_max, sizeof *s->rows);
+    s->tiles = malloc(threads * CPU_ROW_BLOCK * CPU_COL_BLOCK * sizeof *s->tiles);
+    s->att = malloc(threads * s->att_floats * sizeof *s->att);
+    if (!s->row || !s->rows || !s->tiles || !s->att) {
         cpu_scratch_free(s);
-        return fail(e, "out of memory for CPU scratch (rows of %lld, batch %lld, context %lld)", (long long)k_max,
-                    (long long)n_batch, (long long)n_ctx);
+        return fail(e, "out of memory for CPU scratch (rows of %lld, context %lld, %d threads)", (long long)z->k_max,
+                    (long long)z->n_ctx, (int)threads);
     }
     return 0;
 }
@@ -27,10 +28,26 @@ int cpu_scratch_init(struct cpu_scratch *s, int64_t k_max, int64_t n_batch, int6
 void cpu_scratch_free(struct cpu_scratch *s)
 {
     free(s->row);
-    free(s->row2);
-    free(s->scores);
     free(s->rows);
+    free(s->tiles);
+    free(s->att);
     memset(s, 0, sizeof *s);
+}
+
+void cpu_run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    int started = 1;
+    n = n < 64 ? n : 64;
+    for (; started < n; started++)
+        if (pthread_create(&th[started], NULL, fn, (char *)jobs + (size_t)started * size) != 0)
+            break;
+    for (int t = started; t < n; t++) /* jobs whose thread could not start: run them here */
+        fn((char *)jobs + (size_t)t * size);
+    if (n > 0)
+        fn(jobs);
+    for (int t = 1; t < started; t++)
+        pthread_join(th[t], NULL);
 }
 
 bool cpu_supports(enum op op)

@@ -1,10 +1,12 @@
 /* cpu_matmul.c: the matmul family on the CPU: MATMUL, MATMUL_ADD (residual
  * epilogue), MATMUL_QKV (three outputs) and FFN_SWIGLU (gate and up paired).
- * Each weight row is decoded once and dotted with every column. Rows are
- * split among threads; every output element is computed the same way
- * whichever thread computes it, so the bits do not depend on the count. */
+ * Each weight row is decoded once and dotted with every column: rows in
+ * blocks of CPU_ROW_BLOCK (decoded together), columns in blocks of
+ * CPU_COL_BLOCK, so both stay in cache while cpu_dot_block runs over them.
+ * Rows are split among threads; every output element is computed the same
+ * way whichever thread or block computes it, so the bits depend neither on
+ * the thread count nor on the batch size. */
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "arch_def.h"
@@ -23,9 +25,16 @@ struct job {
     float *y;
     enum mode mode;
     int64_t r0, r1;   /* the rows this thread makes */
-    float *row;       /* its decode buffer */
+    float *rows;      /* its decode buffer: CPU_ROW_BLOCK rows */
+    float *tile;      /* its dot products: CPU_ROW_BLOCK x CPU_COL_BLOCK */
     int failed;
 };
+
+/* The dot products of any row length, on the best vector unit there is. */
+CPU_SIMD static void dot_any(const float *w, int64_t nr, const float *x, int64_t nc, float *y, int64_t ldy, int64_t k)
+{
+    cpu_dot_block(w, nr, x, nc, y, ldy, k);
+}
 
 static void *run_rows(void *arg)
 {
@@ -33,15 +42,25 @@ static void *run_rows(void *arg)
     const struct weight *w = j->w;
     int64_t k = w->ne[0], n = w->ne[1];
     size_t row_bytes = type_bytes(w->type, (uint64_t)k);
-    for (int64_t r = j->r0; r < j->r1; r++) {
-        if (dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * row_bytes, j->row, k)) {
-            j->failed = 1;
-            return NULL;
+    for (int64_t r0 = j->r0; r0 < j->r1; r0 += CPU_ROW_BLOCK) {
+        int64_t nr = j->r1 - r0 < CPU_ROW_BLOCK ? j->r1 - r0 : CPU_ROW_BLOCK;
+        for (int64_t r = 0; r < nr; r++) {
+            if (dequantize_row(w->type, (const uint8_t *)w->data + (size_t)(r0 + r) * row_bytes, j->rows + r * k, k)) {
+                j->failed = 1;
+                return NULL;
+            }
         }
-        for (int64_t c = 0; c < j->nt; c++) {
-            float v = j->dot ? j->dot(j->row, j->x + c * k) : cpu_dot_n(j->row, j->x + c * k, k);
-            float *out = &j->y[c * n + r];
-            *out = j->mode == PRODUCT ? v : cpu_silu(*out) * v;
+        for (int64_t c0 = 0; c0 < j->nt; c0 += CPU_COL_BLOCK) {
+            int64_t nc = j->nt - c0 < CPU_COL_BLOCK ? j->nt - c0 : CPU_COL_BLOCK;
+            if (j->dot)
+                j->dot(j->rows, nr, j->x + c0 * k, nc, j->tile, CPU_ROW_BLOCK);
+            else
+                dot_any(j->rows, nr, j->x + c0 * k, nc, j->tile, CPU_ROW_BLOCK, k);
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t r = 0; r < nr; r++) {
+                    float v = j->tile[c * CPU_ROW_BLOCK + r], *out = &j->y[(c0 + c) * n + r0 + r];
+                    *out = j->mode == PRODUCT ? v : cpu_silu(*out) * v;
+                }
         }
     }
     return NULL;
@@ -54,24 +73,16 @@ static int rows_in_parallel(const struct weight *w, cpu_dot_fn dot, const float 
     int64_t n = w->ne[1];
     int t_count = s->n_threads < n ? s->n_threads : (int)n;
     struct job jobs[64];
-    pthread_t th[64];
     if (t_count > 64)
         t_count = 64;
     for (int t = 0; t < t_count; t++)
-        jobs[t] = (struct job){ w, dot, x, nt, y, mode, n * t / t_count, n * (t + 1) / t_count, s->rows + t * s->k_max, 0 };
-    int started = 1;
-    for (; started < t_count; started++)
-        if (pthread_create(&th[started], NULL, run_rows, &jobs[started]) != 0)
-            break;
-    for (int t = started; t < t_count; t++) /* threads that could not start: do their rows here */
-        run_rows(&jobs[t]);
-    run_rows(&jobs[0]);
-    int failed = jobs[0].failed;
-    for (int t = 1; t < t_count; t++) {
-        if (t < started)
-            pthread_join(th[t], NULL);
+        jobs[t] = (struct job){ w, dot, x, nt, y, mode, n * t / t_count, n * (t + 1) / t_count,
+                                s->rows + (size_t)t * CPU_ROW_BLOCK * (size_t)s->k_max,
+                                s->tiles + (size_t)t * CPU_ROW_BLOCK * CPU_COL_BLOCK, 0 };
+    cpu_run_jobs(jobs, sizeof jobs[0], t_count, run_rows);
+    int failed = 0;
+    for (int t = 0; t < t_count; t++)
         failed |= jobs[t].failed;
-    }
     if (failed)
         return fail(e, "weight '%.*s': the CPU cannot read type %s", (int)w->name_len, w->name, type_name(w->type));
     return 0;

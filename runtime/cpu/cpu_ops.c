@@ -1,5 +1,6 @@
 /* cpu_ops.c: the CPU kernels other than matmuls: embedding rows, RMS norms,
- * per-head norm and RoPE, elementwise ops, KV store and causal attention. */
+ * per-head norm and RoPE, elementwise ops and the KV store (attention has
+ * its own file). */
 #include <math.h>
 #include <string.h>
 
@@ -109,48 +110,6 @@ void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r
         for (int64_t j = 0; j < h; j++) {
             kv_store_row(r->kv, r->kv->k, n->layer, j, r->pos[c], kd + (c * h + j) * d);
             kv_store_row(r->kv, r->kv->v, n->layer, j, r->pos[c], vd + (c * h + j) * d);
-        }
-    }
-}
-
-/* Causal attention of each query head over its KV head's positions 0..pos:
- * scores scaled by 1/sqrt(d), a max-subtracted softmax, then the weighted
- * sum of values, all in position order. */
-void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r)
-{
-    const struct node *q = &g->node[n->src[0]];
-    const float *qd = (const float *)cpu_data(g, r, n->src[0]);
-    float *y = (float *)cpu_data(g, r, index_of(g, n));
-    int64_t d = q->ne[0], h = q->ne[1], h_kv = r->kv->n_head_kv, group = h / h_kv;
-    const float scale = 1.0f / sqrtf((float)d);
-    float *kv_row = r->s->row, *acc = r->s->row2, *scores = r->s->scores;
-    for (int64_t c = 0; c < q->ne[2]; c++) {
-        int64_t pos = r->pos[c];
-        for (int64_t head = 0; head < h; head++) {
-            const float *qi = qd + (c * h + head) * d;
-            int64_t kvh = head / group;
-            float max = -INFINITY;
-            for (int64_t p = 0; p <= pos; p++) {
-                kv_load_row(r->kv, r->kv->k, n->layer, kvh, p, kv_row);
-                float s = 0;
-                for (int64_t i = 0; i < d; i++)
-                    s += qi[i] * kv_row[i];
-                scores[p] = s * scale;
-                max = scores[p] > max ? scores[p] : max;
-            }
-            float sum = 0;
-            for (int64_t p = 0; p <= pos; p++) {
-                scores[p] = expf(scores[p] - max);
-                sum += scores[p];
-            }
-            memset(acc, 0, (size_t)d * sizeof *acc);
-            for (int64_t p = 0; p <= pos; p++) {
-                kv_load_row(r->kv, r->kv->v, n->layer, kvh, p, kv_row);
-                const float wgt = scores[p] / sum;
-                for (int64_t i = 0; i < d; i++)
-                    acc[i] += wgt * kv_row[i];
-            }
-            memcpy(y + c * h * d + head * d, acc, (size_t)d * sizeof *acc);
         }
     }
 }

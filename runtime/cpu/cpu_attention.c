@@ -1,0 +1,107 @@
+/* cpu_attention.c: causal GQA attention on the CPU. Each query head attends
+ * over its KV head's positions 0..pos: scores scaled by 1/sqrt(d), a
+ * max-subtracted softmax, then the weighted sum of values, all in position
+ * order. The work is cut into jobs of one KV head and up to CPU_ATT_BLOCK
+ * query tokens, run on the scratch's threads: a job reads each cached row
+ * once for all its queries (the heads sharing that KV head and the tokens of
+ * the block), while every score, sum and weighted value is formed exactly
+ * as for one query alone, so the bits depend neither on the block nor on
+ * the batch size nor on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "cpu/cpu_dot.h"
+
+struct att_job {
+    const struct graph *g;
+    const struct node *n;
+    const struct cpu_run *r;
+    int64_t kvh, c0, nc; /* the KV head and the query tokens [c0, c0 + nc) */
+    float *work;         /* this thread's cpu_scratch.att share */
+};
+
+CPU_SIMD static void *attend(void *arg)
+{
+    const struct att_job *j = arg;
+    const struct node *q = &j->g->node[j->n->src[0]];
+    const struct cpu_run *r = j->r;
+    const float *qd = (const float *)cpu_data(j->g, r, j->n->src[0]);
+    float *y = (float *)cpu_data(j->g, r, (int)(j->n - j->g->node));
+    int64_t d = q->ne[0], h = q->ne[1], group = h / r->kv->n_head_kv, n_ctx = r->kv->n_ctx, nq = j->nc * group;
+    const float scale = 1.0f / sqrtf((float)d);
+    /* per query (token ct of the block, head hg of the group) at t = ct * group + hg:
+     * scores[t * n_ctx + p], sums[t], acc[t * d + i]; the queries transposed,
+     * qt[i * nq + t], so one key element meets every query in one vector */
+    float *scores = j->work, *sums = scores + nq * n_ctx, *acc = sums + nq, *row = acc + nq * d;
+    int64_t nq8 = (nq + 7) / 8 * 8; /* whole vectors of queries; the padding queries are zero */
+    float *qt = row + d, *s = qt + nq8 * d;
+    int64_t last = 0;
+    for (int64_t c = j->c0; c < j->c0 + j->nc; c++)
+        last = r->pos[c] > last ? r->pos[c] : last;
+    memset(qt, 0, (size_t)(nq8 * d) * sizeof *qt);
+    for (int64_t t = 0; t < nq; t++) {
+        const float *qi = qd + ((j->c0 + t / group) * h + j->kvh * group + t % group) * d;
+        for (int64_t i = 0; i < d; i++)
+            qt[i * nq8 + t] = qi[i];
+    }
+    for (int64_t p = 0; p <= last; p++) { /* scores past a query's position are made and never read */
+        kv_load_row(r->kv, r->kv->k, j->n->layer, j->kvh, p, row);
+        for (int64_t t = 0; t < nq8; t += 8) { /* eight queries' dot products, each in element order */
+            cpu_v8 sum = { 0 }, qv;
+            for (int64_t i = 0; i < d; i++) {
+                CPU_V8_LOAD(qv, qt + i * nq8 + t);
+                sum += qv * row[i];
+            }
+            memcpy(s + t, &sum, sizeof sum);
+        }
+        for (int64_t t = 0; t < nq; t++)
+            scores[t * n_ctx + p] = s[t] * scale;
+    }
+    for (int64_t t = 0; t < nq; t++) {
+        int64_t pos = r->pos[j->c0 + t / group];
+        float *sc = scores + t * n_ctx, max = -INFINITY, sum = 0;
+        for (int64_t p = 0; p <= pos; p++)
+            max = sc[p] > max ? sc[p] : max;
+        for (int64_t p = 0; p <= pos; p++) {
+            sc[p] = expf(sc[p] - max);
+            sum += sc[p];
+        }
+        sums[t] = sum;
+    }
+    memset(acc, 0, (size_t)(nq * d) * sizeof *acc);
+    for (int64_t p = 0; p <= last; p++) {
+        kv_load_row(r->kv, r->kv->v, j->n->layer, j->kvh, p, row);
+        for (int64_t t = 0; t < nq; t++) {
+            if (p > r->pos[j->c0 + t / group])
+                continue;
+            const float wgt = scores[t * n_ctx + p] / sums[t];
+            float *a = acc + t * d;
+            for (int64_t i = 0; i < d; i++)
+                a[i] += wgt * row[i];
+        }
+    }
+    for (int64_t t = 0; t < nq; t++) {
+        int64_t c = j->c0 + t / group, head = j->kvh * group + t % group;
+        memcpy(y + (c * h + head) * d, acc + t * d, (size_t)d * sizeof *acc);
+    }
+    return NULL;
+}
+
+void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r)
+{
+    const struct node *q = &g->node[n->src[0]];
+    int64_t nt = q->ne[2], h_kv = r->kv->n_head_kv, blocks = (nt + CPU_ATT_BLOCK - 1) / CPU_ATT_BLOCK;
+    struct cpu_scratch *s = r->s;
+    struct att_job jobs[64];
+    int64_t next = 0, total = h_kv * blocks;
+    while (next < total) { /* rounds of at most one job per thread */
+        int count = 0;
+        for (; count < s->n_threads && count < 64 && next < total; count++, next++) {
+            int64_t b = next % blocks, c0 = b * CPU_ATT_BLOCK;
+            jobs[count] = (struct att_job){ g, n, r, next / blocks, c0, nt - c0 < CPU_ATT_BLOCK ? nt - c0 : CPU_ATT_BLOCK,
+                                            s->att + (size_t)count * s->att_floats };
+        }
+        cpu_run_jobs(jobs, sizeof jobs[0], count, attend);
+    }
+}
