@@ -41,7 +41,8 @@ struct kernel_instance {
     int64_t k;            /* input row length (matmul family, norms) */
     int64_t n;            /* output rows (matmul family) */
     int64_t d;            /* head size (head ops, attention) */
-    float (*cpu_dot)(const float *a, const float *b); /* matmul family with k fixed: the CPU's dot for it */
+    /* matmul family with k fixed: the CPU's block dot product for it (cpu/cpu_dot.h) */
+    void (*cpu_dot)(const float *w, int64_t nr, const float *x, int64_t nc, float *y, int64_t ldy);
 };
 
 struct arch_def {

@@ -1,12 +1,12 @@
-/* cmd_run.c: `minfer run` (complete a prompt) and `minfer chat` (ChatML
- * conversation reusing the KV cache across turns). */
-#include <errno.h>
+/* cmd_run.c: `minfer run` (complete a prompt) and `minfer chat` (a
+ * conversation in the file's chat format, reusing the KV cache across turns). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "chat_template.h"
 #include "session.h"
 
 static const char run_usage[] =
@@ -19,8 +19,9 @@ static const char run_usage[] =
     "  --logits-out FILE writes the last logits as raw little-endian float32\n";
 
 static const char chat_usage[] =
-    "usage: minfer chat -m FILE [--system TEXT] [-n N] [-c N] [sampling flags as for run]\n"
-    "  reads one user message per line from standard input; an empty line or end of input ends the chat\n";
+    "usage: minfer chat -m FILE [--system TEXT] [--chat-template chatml|llama3] [-n N] [-c N] [sampling flags as for run]\n"
+    "  reads one user message per line from standard input; an empty line or end of input ends the chat\n"
+    "  the format comes from the file's chat template; without --system, the template's default system message\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -44,29 +45,15 @@ int cmd_run(int argc, char **argv)
     if (session_parse("run", argc, argv, &o))
         return 1;
     char *from_file = NULL;
+    struct error e;
     if (o.prompt_file) {
-        FILE *f = fopen(o.prompt_file, "rb");
-        if (!f)
-            return die("run: %s: cannot open: %s", o.prompt_file, strerror(errno));
-        size_t cap = 0, n = 0, got;
-        char buf[65536];
-        while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-            char *p = realloc(from_file, cap = n + got + 1);
-            if (!p)
-                return fclose(f), free(from_file), die("run: out of memory reading %s", o.prompt_file);
-            from_file = p;
-            memcpy(from_file + n, buf, got);
-            n += got;
-            from_file[n] = 0;
-        }
-        fclose(f);
-        o.prompt = from_file ? from_file : "";
-        (void)cap;
+        if (read_text_file(o.prompt_file, &from_file, &e))
+            return die("run: %s", e.msg);
+        o.prompt = from_file;
     }
     if (!o.prompt)
         return die("run: -p TEXT (or -f FILE) is required");
     struct session s;
-    struct error e;
     if (session_open(&s, &o, &e))
         return free(from_file), die("%s", e.msg);
     double t0 = session_now();
@@ -92,28 +79,40 @@ int cmd_run(int argc, char **argv)
     return rc ? die("run: %s", e.msg) : 0;
 }
 
-/* ChatML, the format Qwen models are trained on. */
-static int chat_turn(struct session *s, const struct session_options *o, const char *message, bool first,
-                     struct error *e)
+/* One turn: the user's message (after the system message on the first
+ * turn), the reply streamed to stdout, and the turn closed in the context
+ * as the template closes it. */
+static int chat_turn(struct session *s, const struct session_options *o, const struct chat_template *t,
+                     const char *system, const char *message, struct error *e)
 {
-    size_t n = strlen(message) + (o->system ? strlen(o->system) : 0) + 128;
+    size_t n = strlen(message) + (system ? strlen(system) : 0) + 256;
     char *text = malloc(n);
     if (!text)
         return fail(e, "out of memory");
-    int len = 0;
-    if (first && o->system)
-        len += snprintf(text + len, n - (size_t)len, "<|im_start|>system\n%s<|im_end|>\n", o->system);
-    snprintf(text + len, n - (size_t)len, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", message);
-    int rc = session_feed(s, o, text, e);
+    size_t len = 0;
+    int rc = 0;
+    if (system && system[0]) {
+        rc = chat_message(t, "system", system, text, n);
+        len = strlen(text);
+    }
+    if (!rc)
+        rc = chat_message(t, "user", message, text + len, n - len);
+    if (!rc) {
+        len = strlen(text);
+        snprintf(text + len, n - len, "%s", chat_reply_prefix(t));
+        rc = session_feed(s, o, text, e);
+    } else {
+        rc = fail(e, "the message does not fit its buffer");
+    }
     free(text);
     int64_t made;
     if (!rc)
         rc = session_generate(s, o, o->n_predict, stdout, &made, e);
-    /* close the turn in the context as the template does */
-    if (!rc && (s->n_history == 0 || s->history[s->n_history - 1] != s->stop[1]))
-        rc = session_feed(s, o, "<|im_end|>", e);
-    if (!rc)
-        rc = session_feed(s, o, "\n", e);
+    int32_t end = tokenizer_find(&s->tok, chat_end_of_turn(t), strlen(chat_end_of_turn(t)));
+    if (!rc && (s->n_history == 0 || s->history[s->n_history - 1] != end))
+        rc = session_feed(s, o, chat_end_of_turn(t), e);
+    if (!rc && chat_after_turn(t)[0])
+        rc = session_feed(s, o, chat_after_turn(t), e);
     fputc('\n', stdout);
     fflush(stdout);
     return rc;
@@ -130,7 +129,15 @@ int cmd_chat(int argc, char **argv)
     struct error e;
     if (session_open(&s, &o, &e))
         return die("%s", e.msg);
-    if (o.system)
+    struct chat_template t;
+    if (chat_template_detect(&s.model.gguf, o.chat_template, &t, &e)) {
+        session_close(&s);
+        return die("chat: %s: %s", o.model, e.msg);
+    }
+    const char *system = o.system ? o.system : t.default_system;
+    fprintf(stderr, "chat: %s format%s%s%s\n", chat_format_name(t.format), system[0] ? ", system message \"" : "",
+            system, system[0] ? "\"" : "");
+    if (system[0])
         o.n_keep = 0; /* the system turn's length is known only after the first turn */
     char *line = NULL;
     size_t cap = 0;
@@ -147,8 +154,8 @@ int cmd_chat(int argc, char **argv)
             line[--got] = 0;
         if (got == 0)
             break;
-        rc = chat_turn(&s, &o, line, first, &e);
-        if (first && o.system)
+        rc = chat_turn(&s, &o, &t, first ? system : NULL, line, &e);
+        if (first && system[0])
             o.n_keep = (int64_t)s.n_history; /* a context shift keeps at least the first turn's start */
         first = false;
     }

@@ -176,7 +176,11 @@ static int set_tokenizer(struct gguf_writer *w, int64_t n_vocab, struct error *e
              gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, (uint64_t)n_vocab, type) ||
              gguf_set_str_arr(w, "tokenizer.ggml.merges", 0, NULL) ||
              gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(n_vocab - 1)) ||
-             gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(n_vocab - 3));
+             gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(n_vocab - 3)) ||
+             gguf_set_str(w, "tokenizer.chat_template", /* ChatML, as Qwen's files carry it */
+                          "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                          "{% endif %}");
     free(tok), free(type), free(text);
     return rc ? fail(e, "out of memory writing the tokenizer") : 0;
 }

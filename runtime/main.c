@@ -10,14 +10,16 @@
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-    const char *help;
+    const char *synopsis, *help;
 } commands[] = {
-    { "run", cmd_run, "run -m FILE -p TEXT [-n N]    complete a prompt (see --help for sampling)" },
-    { "chat", cmd_chat, "chat -m FILE [--system TEXT] talk, one message per input line" },
-    { "bench", cmd_bench, "bench -m FILE [-p 512 -n 128] prompt and generation speed" },
-    { "info", cmd_info, "info FILE [--json]           describe a GGUF file" },
-    { "quantize", cmd_quantize, "quantize IN OUT --type T     requantize a GGUF (types and mixes: see --help)" },
-    { "synth", cmd_synth, "synth --preset P -o OUT       write a random model of a known shape (see --help)" },
+    { "run", cmd_run, "run -m FILE -p TEXT [-n N]", "complete a prompt (see --help for sampling)" },
+    { "chat", cmd_chat, "chat -m FILE [--system TEXT]", "talk, one message per input line" },
+    { "bench", cmd_bench, "bench -m FILE [-p 512 -n 128]", "prompt and generation speed" },
+    { "perplexity", cmd_perplexity, "perplexity -m FILE -f TEXT", "llama.cpp's perplexity over a text" },
+    { "tokenize", cmd_tokenize, "tokenize -m FILE -p TEXT [--ids]", "the tokens of a text" },
+    { "info", cmd_info, "info FILE [--json]", "describe a GGUF file" },
+    { "quantize", cmd_quantize, "quantize IN OUT --type T", "requantize a GGUF (types and mixes: see --help)" },
+    { "synth", cmd_synth, "synth --preset P -o OUT", "write a random model of a known shape (see --help)" },
 };
 
 int die(const char *fmt, ...)
@@ -35,7 +37,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: minfer COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  minfer %s\n", commands[i].help);
+        fprintf(f, "  minfer %-34s %s\n", commands[i].synopsis, commands[i].help);
     fprintf(f, "\n`minfer COMMAND --help` describes one command.\n");
 }
 

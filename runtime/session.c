@@ -1,6 +1,7 @@
 /* session.c: common flags, model opening and generation (see session.h). */
 #include "session.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,38 @@ static int number(const char *cmd, const char *flag, const char *v, double lo, d
     return 0;
 }
 
+int read_text_file(const char *path, char **out, struct error *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(e, "%s: cannot open: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t n = 0, got;
+    char buf[65536];
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        char *p = realloc(text, n + got + 1);
+        if (!p) {
+            free(text);
+            fclose(f);
+            return fail(e, "%s: out of memory after %zu bytes", path, n);
+        }
+        text = p;
+        memcpy(text + n, buf, got);
+        n += got;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(text);
+        return fail(e, "%s: read error", path);
+    }
+    *out = text ? text : calloc(1, 1);
+    if (!*out)
+        return fail(e, "out of memory");
+    (*out)[n] = 0;
+    return 0;
+}
+
 int session_parse(const char *cmd, int argc, char **argv, struct session_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -35,7 +68,8 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
     o->bench_pp = 512;
     o->bench_tg = 128;
     o->bench_reps = 5;
-    bool bench = strcmp(cmd, "bench") == 0;
+    o->n_chunks = -1;
+    bool bench = strcmp(cmd, "bench") == 0, chat = strcmp(cmd, "chat") == 0, ppl = strcmp(cmd, "perplexity") == 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double x;
@@ -46,7 +80,11 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
             o->prompt = v, i++, rc = v ? 0 : die("%s: %s needs text", cmd, a);
         else if ((strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) && !bench)
             o->prompt_file = v, i++, rc = v ? 0 : die("%s: %s needs a file", cmd, a);
-        else if (strcmp(a, "--system") == 0)
+        else if (strcmp(a, "--chat-template") == 0 && chat)
+            o->chat_template = v, i++, rc = v ? 0 : die("%s: %s needs chatml or llama3", cmd, a);
+        else if (strcmp(a, "--chunks") == 0 && ppl)
+            rc = number(cmd, a, v, 1, 1 << 24, &x), o->n_chunks = (int64_t)x, i++;
+        else if (strcmp(a, "--system") == 0 && chat)
             o->system = v, i++, rc = v ? 0 : die("%s: %s needs text", cmd, a);
         else if (strcmp(a, "-p") == 0 && bench)
             rc = number(cmd, a, v, 0, 1 << 20, &x), o->bench_pp = (int64_t)x, i++;
@@ -145,6 +183,7 @@ int session_open(struct session *s, const struct session_options *o, struct erro
     s->stop[0] = s->tok.eos;
     s->stop[1] = tokenizer_find(&s->tok, "<|im_end|>", 10);
     s->stop[2] = tokenizer_find(&s->tok, "<|endoftext|>", 13);
+    s->stop[3] = tokenizer_find(&s->tok, "<|eot_id|>", 10);
     return 0;
 }
 
@@ -209,7 +248,11 @@ int session_feed(struct session *s, const struct session_options *o, const char 
 {
     int32_t *ids = NULL;
     size_t n = 0, cap = 0;
-    int rc = tokenizer_encode(&s->tok, text, strlen(text), true, &ids, &n, &cap, e);
+    int rc = 0;
+    if (s->n_history == 0 && s->tok.add_bos) /* a text starts with BOS where the vocabulary asks for it */
+        rc = tokenizer_push_bos(&s->tok, &ids, &n, &cap, e);
+    if (!rc)
+        rc = tokenizer_encode(&s->tok, text, strlen(text), true, &ids, &n, &cap, e);
     if (!rc && n == 0)
         rc = fail(e, "the prompt is empty");
     if (!rc)
@@ -220,7 +263,10 @@ int session_feed(struct session *s, const struct session_options *o, const char 
 
 static bool is_stop(const struct session *s, int32_t id)
 {
-    return id >= 0 && (id == s->stop[0] || id == s->stop[1] || id == s->stop[2]);
+    for (int k = 0; k < 4; k++)
+        if (id >= 0 && id == s->stop[k])
+            return true;
+    return false;
 }
 
 int session_generate(struct session *s, const struct session_options *o, int64_t n, FILE *out, int64_t *n_out,

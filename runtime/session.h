@@ -15,6 +15,7 @@
 struct session_options {
     const char *command;     /* "run", "chat", "bench": for messages */
     const char *model, *prompt, *prompt_file, *system;
+    const char *chat_template;  /* chat --chat-template: a format forced over the file's */
     int64_t n_predict;       /* -n: tokens to generate (-1: until the end of text or the context) */
     struct engine_config engine;
     struct sampler_params sampling;
@@ -23,6 +24,7 @@ struct session_options {
     bool json;               /* bench --json */
     const char *logits_out;  /* run --logits-out FILE: the last logits, raw float32 */
     int64_t bench_pp, bench_tg, bench_reps;
+    int64_t n_chunks;        /* perplexity --chunks: at most this many windows (-1: all) */
 };
 
 /* Parses argv; `allowed` lists the flags a command takes besides the common
@@ -36,7 +38,7 @@ struct session {
     struct sampler sampler;
     int32_t *history;        /* every token in the KV cache, in order */
     size_t n_history, cap_history;
-    int32_t stop[3];         /* end-of-text tokens: eos, <|im_end|>, <|endoftext|> */
+    int32_t stop[4];         /* end-of-text tokens: eos, <|im_end|>, <|endoftext|>, <|eot_id|> (-1: absent) */
 };
 
 int session_open(struct session *s, const struct session_options *o, struct error *e);
@@ -52,5 +54,8 @@ int session_generate(struct session *s, const struct session_options *o, int64_t
                      struct error *e);
 
 double session_now(void);
+
+/* Reads a whole file as a NUL-terminated string (*out, to free). */
+int read_text_file(const char *path, char **out, struct error *e);
 
 #endif

@@ -202,6 +202,9 @@ int tokenizer_load(struct tokenizer *t, const struct gguf *g, struct error *e)
     }
     t->bos = optional_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab);
     t->eos = optional_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab);
+    /* as llama.cpp: Llama 3's vocabulary starts a text with BOS unless the file says otherwise */
+    const struct gguf_kv *add_bos = gguf_find(g, "tokenizer.ggml.add_bos_token");
+    t->add_bos = t->bos >= 0 && (add_bos && add_bos->value.type == GGUF_BOOL ? add_bos->value.u != 0 : t->pre == PRE_LLAMA3);
     return 0;
 }
 
@@ -228,6 +231,13 @@ static int push(int32_t id, int32_t **out, size_t *n, size_t *cap, struct error 
     }
     (*out)[(*n)++] = id;
     return 0;
+}
+
+int tokenizer_push_bos(const struct tokenizer *t, int32_t **out, size_t *n_out, size_t *cap, struct error *e)
+{
+    if (t->bos < 0)
+        return fail(e, "the vocabulary names no BOS token");
+    return push(t->bos, out, n_out, cap, e);
 }
 
 /* BPE over one piece: start from its bytes' tokens and apply the

@@ -31,6 +31,7 @@ struct tokenizer {
     int32_t *special;         /* control and user-defined tokens, longest first */
     int n_special;
     int32_t bos, eos;         /* -1 when the file names none */
+    bool add_bos;             /* a text starts with bos (tokenizer.ggml.add_bos_token) */
     enum pretokenizer pre;    /* tokenizer.ggml.pre: how text is split before BPE */
 };
 
@@ -43,6 +44,9 @@ void tokenizer_free(struct tokenizer *t);
  * to *out (grown with realloc; *n_out is the count, *cap the capacity). */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool parse_special, int32_t **out,
                      size_t *n_out, size_t *cap, struct error *e);
+
+/* Appends the BOS token to *out as tokenizer_encode appends ids. */
+int tokenizer_push_bos(const struct tokenizer *t, int32_t **out, size_t *n_out, size_t *cap, struct error *e);
 
 /* The token id of an exact token string, or -1. */
 int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n);

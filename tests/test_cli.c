@@ -1,12 +1,15 @@
-/* test_cli.c: the minfer binary: info (text and JSON), quantize, and the
- * one-line errors for bad input. */
+/* test_cli.c: the minfer binary: info (text and JSON), quantize, run, chat,
+ * bench, tokenize, perplexity, and the one-line errors for bad input. */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <stdarg.h>
-
+#include "engine.h"
 #include "gguf.h"
+#include "model.h"
+#include "tokenizer.h"
 #include "half.h"
 #include "support.h"
 #include "tensor_type.h"
@@ -352,11 +355,88 @@ Test(bench, prints_a_table_and_json, .timeout = 120)
     free(t), free(j);
 }
 
-Test(run, bad_flags_and_files_give_one_line)
+Test(tokenize, ids_and_pieces_as_llama_tokenize_prints_them)
 {
     const char *m = tiny_chat_model();
+    /* the tiny vocabulary is bytes (ids 0..255 in byte order's byte-level alphabet) and three specials */
+    char *ids = stdout_of("%s tokenize -m %s -p 'ab<|im_end|>' --ids", minfer_bin(), m);
+    cr_assert_str_eq(ids, "[97, 98, 399]\n");
+    char *pieces = stdout_of("%s tokenize -m %s -p 'a\n<|im_end|>'", minfer_bin(), m);
+    cr_assert_str_eq(pieces, "    97 -> 'a'\n    10 -> '\\n'\n   399 -> '<|im_end|>'\n");
+    const char *text = write_temp("xyz", 3, ".txt");
+    char *from_file = stdout_of("%s tokenize -m %s -f %s --ids", minfer_bin(), m, text);
+    cr_assert_str_eq(from_file, "[120, 121, 122]\n");
+    free(ids), free(pieces), free(from_file);
+}
+
+/* llama.cpp's perplexity, computed here the plain way from the engine's
+ * logits: each window of c tokens evaluated whole from an empty cache, the
+ * tokens of its second half (but its first) scored by the logits before them. */
+static double perplexity_by_hand(const char *model, const char *text, int64_t c)
+{
+    struct model m;
+    struct tokenizer t;
+    struct engine en;
+    struct error e;
+    cr_assert_eq(model_open(&m, model, &e), 0, "%s", e.msg);
+    cr_assert_eq(tokenizer_load(&t, &m.gguf, &e), 0, "%s", e.msg);
+    struct engine_config cfg = { .n_ctx = c, .n_batch = c, .kv_type = KV_F16, .logits_all = true };
+    cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    cr_assert_eq(tokenizer_encode(&t, text, strlen(text), true, &ids, &n, &cap, &e), 0, "%s", e.msg);
+    float *logits = malloc((size_t)(c * en.n_vocab) * sizeof *logits);
+    double nll = 0;
+    int64_t count = 0;
+    for (int64_t w = 0; (w + 1) * c <= (int64_t)n; w++) {
+        engine_truncate(&en, 0);
+        cr_assert_eq(engine_eval_logits(&en, ids + w * c, c, logits, &e), 0, "%s", e.msg);
+        for (int64_t i = c / 2; i < c - 1; i++) {
+            const float *row = logits + i * en.n_vocab;
+            double sum = 0;
+            for (int64_t v = 0; v < en.n_vocab; v++)
+                sum += exp((double)row[v]);
+            nll -= row[ids[w * c + i + 1]] - log(sum);
+            count++;
+        }
+    }
+    free(logits), free(ids);
+    engine_free(&en);
+    tokenizer_free(&t);
+    model_close(&m);
+    return exp(nll / (double)count);
+}
+
+/* The command scores the second half of each window of -c tokens, whatever
+ * the batch size and threads. */
+Test(perplexity, scores_the_second_half_of_each_window, .timeout = 120)
+{
+    const char *m = tiny_chat_model();
+    char text[600];
+    for (int i = 0; i < 599; i++)
+        text[i] = (char)('a' + (i * 7 + i / 13) % 26);
+    text[599] = 0;
+    const char *file = write_temp(text, strlen(text), ".txt");
+    char *out = stdout_of("%s perplexity -m %s -f %s -c 64 -b 16", minfer_bin(), m, file);
+    /* 599 byte tokens: 9 windows of 64; each scores 31 tokens */
+    cr_assert(strncmp(out, "[1]", 3) == 0 && strstr(out, ",[9]") && !strstr(out, "[10]"), "%s", out);
+    const char *at = strstr(out, "Final estimate: PPL = ");
+    cr_assert_not_null(at, "%s", out);
+    double ppl = atof(at + strlen("Final estimate: PPL = "));
+    double want = perplexity_by_hand(m, text, 64);
+    cr_assert_lt(fabs(ppl / want - 1), 1e-4, "perplexity %.4f, by hand %.4f", ppl, want);
+    char *again = stdout_of("%s perplexity -m %s -f %s -c 64 -b 64 -t 1", minfer_bin(), m, file);
+    cr_assert_str_eq(out, again, "perplexity depends on the batch size or threads");
+    char *two = stdout_of("%s perplexity -m %s -f %s -c 64 --chunks 2", minfer_bin(), m, file);
+    cr_assert(strstr(two, "[2]") && !strstr(two, "[3]"), "%s", two);
+    free(out), free(again), free(two);
+}
+
+Test(run, bad_flags_and_files_give_one_line)
+{
+    const char *m = tiny_chat_model(), *hello = write_temp("hello", 5, ".txt");
     struct {
-        const char *args, *expect;
+        const char *args, *expect; /* %s: the model; expect's second %s: the text file */
     } cases[] = {
         { "run -p hi", "minfer: run: -m FILE is required\n" },
         { "run -m /nonexistent.gguf -p hi", "minfer: /nonexistent.gguf: cannot open: No such file or directory\n" },
@@ -364,18 +444,24 @@ Test(run, bad_flags_and_files_give_one_line)
         { "run -m %s -p hi --temp hot", "minfer: run: --temp wants a number in [0, 100], got 'hot'\n" },
         { "run -m %s -p hi --cache-type q4", "minfer: run: --cache-type wants f32, f16 or q8_0, got 'q4'\n" },
         { "run -m %s -p hi --frobnicate", "minfer: run: unknown option '--frobnicate' (try minfer run --help)\n" },
+        { "run -m %s -p hi --chat-template chatml", "minfer: run: unknown option '--chat-template' (try minfer run --help)\n" },
         { "bench -m %s -r 0", "minfer: bench: -r wants a number in [1, 1000], got '0'\n" },
-        { "run -m %s/tests/fuzz/corpus/small_model.gguf -p hi", NULL },
+        { "chat -m %s --chat-template vicuna", "minfer: chat: %s: unknown chat format 'vicuna' (minfer has chatml and llama3)\n" },
+        { "tokenize -m %s", "minfer: tokenize: give the text with -p TEXT or -f FILE (one of them)\n" },
+        { "perplexity -m %s -p hi", "minfer: perplexity: the text comes from -f FILE\n" },
+        { "perplexity -m %s -c 512 -f", "minfer: perplexity: -f needs a file\n" },
+        { "perplexity -m %s -c 512 -f %s", "minfer: perplexity: %2$s has 5 tokens; a window of 512 needs at least 1024\n" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char args[2048], *out;
-        snprintf(args, sizeof args, cases[i].args, i == 7 ? src_dir() : m);
+        char args[2048], expect[2048], *out;
+        snprintf(args, sizeof args, cases[i].args, m, hello);
+        snprintf(expect, sizeof expect, cases[i].expect, m, hello);
         cr_assert_neq(minfer(&out, "%s", args), 0, "'%s' exited 0", args);
-        if (cases[i].expect)
-            cr_assert_str_eq(out, cases[i].expect, "'%s'", args);
-        else
-            cr_assert(strstr(out, "architecture 'seedarch' is not compiled into this binary") && !strchr(out, '\n')[1],
-                      "%s", out);
+        cr_assert_str_eq(out, expect, "'%s'", args);
         free(out);
     }
+    char *out;
+    cr_assert_neq(minfer(&out, "run -m %s/tests/fuzz/corpus/small_model.gguf -p hi", src_dir()), 0);
+    cr_assert(strstr(out, "architecture 'seedarch' is not compiled into this binary") && !strchr(out, '\n')[1], "%s", out);
+    free(out);
 }

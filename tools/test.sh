@@ -2,8 +2,10 @@
 # test.sh: the whole test suite, as the README and CI run it:
 #   1. the release build and its Criterion suite (CUDA compiled in when nvcc
 #      exists; GPU tests report skipped without a GPU);
-#   2. an ASan+UBSan build of the same suite;
-#   3. the GGUF reader's libFuzzer target for 60 seconds under ASan+UBSan.
+#   2. the real-model suite on the release build: Qwen2.5-Coder-0.5B against
+#      llama.cpp's recorded answers (tools/fetch-model.sh downloads it once);
+#   3. an ASan+UBSan build of the Criterion suite;
+#   4. the GGUF reader's libFuzzer target for 60 seconds under ASan+UBSan.
 # Ends with one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +45,15 @@ suite() { # name, configure options...
 }
 
 dir=build suite release --builddir=build
+echo "== real model (llama.cpp agreement; downloads the model once)"
+if model=$(tools/fetch-model.sh); then
+    MINFER_BIN=./minfer MINFER_SRC=.. MINFER_MODEL=$PWD/$model \
+        bash -c 'cd build && ./minfer-model-tests --verbose' 2>&1 | tee "$log/model.out"
+    count_criterion "$log/model.out"
+else
+    echo "test.sh: the model could not be fetched"; failed=$((failed + 1))
+fi
+
 dir=build-asan suite sanitized --builddir=build-asan --no-cuda --debug --sanitize=address,undefined
 
 echo "== fuzz (60 s)"
