@@ -88,10 +88,15 @@ table.sort(archs)
 if #archs == 0 then die("no architecture descriptions in archs/") end
 
 -- Sources, one concern per file (see each file's first comment).
-local runtime = { "error", "tensor_type", "gguf_read", "gguf_write", "graph", "hparams", "presets", "model", "kv_cache", "engine", "tokenizer", "sampler",
-                  "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention", "quant", "quant_legacy",
-                  "quant_k_decode", "quant_k_encode", "quant_dot", "quantize_recipe", "cmd_info", "cmd_quantize",
-                  "cmd_synth", "cmd_run", "cmd_bench", "cmd_tokenize", "cmd_perplexity", "chat_template", "session" }
+-- The runtime by layer: the core (graph, model, engine...), then its folders.
+local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "backend", "engine", "sampler",
+                  "gguf/gguf_read", "gguf/gguf_write",
+                  "quant/tensor_type", "quant/quant", "quant/quant_legacy", "quant/quant_k_decode", "quant/quant_k_encode",
+                  "quant/quant_dot", "quant/quantize_recipe",
+                  "tokenizer/tokenizer", "tokenizer/chat_template",
+                  "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
+                  "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
+                  "cli/cmd_perplexity", "cli/session" }
 local cuda_sources = { "device", "quantize_q8_1", "gemv" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
@@ -99,8 +104,8 @@ local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "tes
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
                 "test_graph_plan", "test_fixtures", "test_tokenizer",
                 "test_cpu_ops", "test_chat_template" }
-local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf_read.c", "runtime/error.c", "runtime/tensor_type.c",
-                       "runtime/tokenizer.c" }
+local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf/gguf_read.c", "runtime/error.c",
+                       "runtime/quant/tensor_type.c", "runtime/tokenizer/tokenizer.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.
 local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wno-format-truncation",
@@ -142,9 +147,9 @@ for i, f in ipairs(fuzz_sources) do fuzz_sources[i] = S .. "/" .. f end
 local edges = {}
 local function edge(s) table.insert(edges, s) end
 
-local lib_objs = { B .. "/obj/runtime/pretokenize.o" }
-edge(("build %s/obj/runtime/pretokenize.c: re2c_utf8 %s/runtime/pretokenize.re"):format(B, S))
-edge(("build %s/obj/runtime/pretokenize.o: cc %s/obj/runtime/pretokenize.c"):format(B, B))
+local lib_objs = { B .. "/obj/runtime/tokenizer/pretokenize.o" }
+edge(("build %s/obj/runtime/tokenizer/pretokenize.c: re2c_utf8 %s/runtime/tokenizer/pretokenize.re"):format(B, S))
+edge(("build %s/obj/runtime/tokenizer/pretokenize.o: cc %s/obj/runtime/tokenizer/pretokenize.c"):format(B, B))
 for _, f in ipairs(runtime) do
   local o = B .. "/obj/runtime/" .. f .. ".o"
   edge(("build %s: cc %s/runtime/%s.c"):format(o, S, f))
@@ -158,19 +163,19 @@ if nvcc then
   end
 end
 edge(("build %s/libminfer.a: ar %s"):format(B, table.concat(lib_objs, " ")))
-edge(("build %s/obj/runtime/main.o: cc %s/runtime/main.c"):format(B, S))
+edge(("build %s/obj/runtime/cli/main.o: cc %s/runtime/cli/main.c"):format(B, S))
 
 -- Generated code: one folder per architecture (and per specialized model),
 -- plus a registry naming the ones a binary contains.
 local templates = {}
-for _, t in ipairs({ "arch.h", "model.c", "graph.c", "kernels.c", "registry.c" }) do
+for _, t in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c", "registry.c" }) do
   table.insert(templates, S .. "/templates/" .. t .. ".tmpl")
 end
 local tdeps = table.concat(templates, " ")
 local function gen_arch(arch, prefix, specialize)
   local dir = "generated/" .. prefix
   local outs = {}
-  for _, f in ipairs({ "arch.h", "model.c", "graph.c", "kernels.c" }) do table.insert(outs, dir .. "/" .. f) end
+  for _, f in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c" }) do table.insert(outs, dir .. "/" .. f) end
   -- a specialized build finds its description itself (archs/<general.architecture>.lua)
   local inputs = {}
   for _, a in ipairs(arch and { arch } or archs) do table.insert(inputs, S .. "/archs/" .. a .. ".lua") end
@@ -178,7 +183,7 @@ local function gen_arch(arch, prefix, specialize)
     table.concat(outs, " "), table.concat(inputs, " "), B, tdeps, arch and ("archs/" .. arch .. ".lua") or "", dir,
     specialize and ("--specialize '" .. specialize .. "' --prefix " .. prefix) or ""))
   local objs = {}
-  for _, f in ipairs({ "model", "graph", "kernels" }) do
+  for _, f in ipairs({ "model", "graph", "kernels_cpu" }) do
     local o = ("obj/generated/%s/%s.o"):format(prefix, f)
     edge(("build %s: cc %s/%s.c || %s/arch.h"):format(o, dir, f, dir))
     table.insert(objs, o)
@@ -198,7 +203,7 @@ for _, a in ipairs(archs) do
 end
 generic_objs = registry("registry", archs, generic_objs)
 local generic = table.concat(generic_objs, " ")
-edge(("build %s/minfer: link %s/obj/runtime/main.o %s %s/libminfer.a"):format(B, B, generic, B))
+edge(("build %s/minfer: link %s/obj/runtime/cli/main.o %s %s/libminfer.a"):format(B, B, generic, B))
 edge(("build %s/demo.gguf: synth | %s/minfer"):format(B, B))
 edge(("build %s/obj/tools/quant_rmse.o: cc %s/tools/quant_rmse.c"):format(B, S))
 edge(("build %s/quant-rmse: link %s/obj/tools/quant_rmse.o %s/libminfer.a"):format(B, B, B))
@@ -246,7 +251,7 @@ for _, m in ipairs(models) do
   local what = m:match("%.gguf$") and (run("realpath '" .. m .. "'") or die("cannot find " .. m)) or m
   local objs = gen_arch(nil, prefix, what)
   objs = registry("registry_" .. prefix, { prefix }, objs)
-  edge(("build %s/minfer-%s: link %s/obj/runtime/main.o %s %s/libminfer.a"):format(B, name, B, table.concat(objs, " "), B))
+  edge(("build %s/minfer-%s: link %s/obj/runtime/cli/main.o %s %s/libminfer.a"):format(B, name, B, table.concat(objs, " "), B))
   table.insert(defaults, B .. "/minfer-" .. name)
 end
 
@@ -259,7 +264,7 @@ if nvcc then
   table.insert(defaults, B .. "/minfer-gpu-bench")
 end
 if fuzz_cc then
-  edge(("build %s/fuzz-gguf: fuzz_link %s %s/obj/runtime/pretokenize.c"):format(B, table.concat(fuzz_sources, " "), B))
+  edge(("build %s/fuzz-gguf: fuzz_link %s %s/obj/runtime/tokenizer/pretokenize.c"):format(B, table.concat(fuzz_sources, " "), B))
   table.insert(defaults, B .. "/fuzz-gguf")
 end
 edge("default " .. table.concat(defaults, " "))

@@ -4,6 +4,8 @@
 #include <ctype.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,10 +206,15 @@ struct reader {
     int arch_line;
 };
 
-static int rfail(struct reader *r, int line, const char *fmt, const char *a, const char *b)
+/* Fails with "file:line: message" (line 0: the arch table's line). */
+static int rfail(struct reader *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int rfail(struct reader *r, int line, const char *fmt, ...)
 {
     char msg[400];
-    snprintf(msg, sizeof msg, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return fail(r->e, "%s:%d: %s", r->file, line ? line : r->arch_line, msg);
 }
 
@@ -285,7 +292,7 @@ static int read_hparam(struct reader *r, const struct entry *en)
     memset(hp, 0, sizeof *hp);
     const char *kind = descriptor_kind(L, en->index);
     if (!is_identifier(en->name))
-        return rfail(r, en->line, "hparam '%s': not a valid C identifier%s", en->name, "");
+        return rfail(r, en->line, "hparam '%s': not a valid C identifier", en->name);
     if (!kind || strcmp(kind, "tensor") == 0)
         return rfail(r, en->line, "hparam '%s': expected gguf(...), derived(...) or array_length(...), got %s",
                      en->name, kind ? "tensor(...)" : luaL_typename(L, en->index));
@@ -339,7 +346,7 @@ static int read_hparam(struct reader *r, const struct entry *en)
     }
     lua_pop(L, 1);
     if (hp->kind == HP_FLOAT && hp->source != HP_GGUF)
-        return rfail(r, en->line, "hparam '%s': only gguf(...) values can have type f32%s", en->name, "");
+        return rfail(r, en->line, "hparam '%s': only gguf(...) values can have type f32", en->name);
     if (hp->kind == HP_FLOAT) {
         if (def && !has_fdef)
             return rfail(r, en->line, "hparam '%s': an f32 default must be a number, got \"%s\"", en->name, def);
@@ -351,16 +358,16 @@ static int read_hparam(struct reader *r, const struct entry *en)
         int rc = ast_parse(def, lookup_hparam, ir, &hp->def, err, sizeof err);
         ir->n_hp--;
         if (rc == 0 && (ast_symbols(&hp->def) & (1ull << ir->n_hp)))
-            return rfail(r, en->line, "hparam '%s': its default refers to itself%s", en->name, "");
+            return rfail(r, en->line, "hparam '%s': its default refers to itself", en->name);
         if (rc)
             return rfail(r, en->line, "hparam '%s': default: %s", en->name, err);
         if (ast_symbols(&hp->def) & (1ull << IR_SYM_NT))
-            return rfail(r, en->line, "hparam '%s': a default cannot depend on the token count nt%s", en->name, "");
+            return rfail(r, en->line, "hparam '%s': a default cannot depend on the token count nt", en->name);
         hp->has_default = true;
         snprintf(hp->def_text, sizeof hp->def_text, "%s", def);
     }
     if (ir_find_hparam(ir, hp->name) >= 0)
-        return rfail(r, en->line, "hparam '%s' declared twice%s", en->name, "");
+        return rfail(r, en->line, "hparam '%s' declared twice", en->name);
     ir->n_hp++;
     return 0;
 }
@@ -370,7 +377,7 @@ static int read_shape(struct reader *r, struct ir_tensor *t, int shape_idx, cons
     lua_State *L = r->L;
     lua_Integer n = luaL_len(L, shape_idx);
     if (n < 1 || n > 4)
-        return rfail(r, t->line, "tensor '%s': shape must have 1 to 4 dimensions%s", name, "");
+        return rfail(r, t->line, "tensor '%s': shape must have 1 to 4 dimensions", name);
     t->n_dims = (int)n;
     for (int d = 0; d < t->n_dims; d++) {
         lua_geti(L, shape_idx, d + 1);
@@ -395,7 +402,7 @@ static int read_tensor(struct reader *r, const struct entry *en, bool per_layer)
     lua_State *L = r->L;
     struct ir *ir = r->ir;
     if (ir->n_t == IR_MAX_TENSORS)
-        return rfail(r, en->line, "tensor '%s': more than 64 tensors%s", en->name, "");
+        return rfail(r, en->line, "tensor '%s': more than 64 tensors", en->name);
     struct ir_tensor *t = &ir->t[ir->n_t];
     memset(t, 0, sizeof *t);
     t->line = en->line;
@@ -494,8 +501,7 @@ static int check_fields(struct reader *r, int arch)
             char key[64];
             snprintf(key, sizeof key, "%s", k);
             lua_pop(L, 1);
-            return rfail(r, 0, "arch: unknown field '%s' (known: gguf_name, hparams, tensors, layer, forward)%s", key,
-                         "");
+            return rfail(r, 0, "arch: unknown field '%s' (known: gguf_name, hparams, tensors, layer, forward)", key);
         }
     }
     return 0;
@@ -514,16 +520,22 @@ static int read_arch(struct reader *r)
     lua_getfield(L, arch, "gguf_name");
     const char *g = lua_tostring(L, -1);
     if (!g || !is_identifier(g))
-        return rfail(r, 0, "arch.gguf_name must be the GGUF general.architecture name, got %s", g ? g : "nothing", "");
+        return rfail(r, 0, "arch.gguf_name must be the GGUF general.architecture name, got %s", g ? g : "nothing");
     snprintf(r->ir->gguf_arch, sizeof r->ir->gguf_arch, "%s", g);
     lua_pop(L, 1);
     if (read_section(r, arch, "hparams", 0) || read_section(r, arch, "tensors", 2) ||
         read_section(r, arch, "layer", 1))
         return -1;
+    /* the engine's default context: every description states the model's */
+    int ctx = ir_find_hparam(r->ir, "n_ctx");
+    if (ctx < 0 || r->ir->hp[ctx].kind != HP_INT)
+        return rfail(r, 0, "arch.hparams must declare n_ctx, the model's training context (an integer "
+                           "hyperparameter, e.g. n_ctx = gguf \"{arch}.context_length\")");
+    r->ir->n_ctx_hp = ctx;
     r->ir->n_layer_hp = -1;
     lua_getfield(L, arch, "forward");
     if (!lua_isfunction(L, -1))
-        return rfail(r, 0, "arch.forward must be a function, got %s", luaL_typename(L, -1), "");
+        return rfail(r, 0, "arch.forward must be a function, got %s", luaL_typename(L, -1));
     lua_setfield(L, LUA_REGISTRYINDEX, DESCRIBE_FORWARD);
     return 0;
 }

@@ -14,13 +14,16 @@ static void node_args(FILE *f, const struct ir *ir, const struct ir_node *n)
 {
     for (int i = 0; i < n->n_src; i++)
         fprintf(f, "%s%%%d", i ? ", " : "", n->src[i]);
-    for (int i = 0; i < 6; i++)
-        if (n->weight[i] >= 0)
-            fprintf(f, "%s%s", n->n_src || i ? ", " : "", ir->t[n->weight[i]].field);
-    if (n->fattr >= 0)
-        fprintf(f, ", %s", ir->hp[n->fattr].name);
-    if (n->fattr2 >= 0)
-        fprintf(f, ", %s", ir->hp[n->fattr2].name);
+    bool first = n->n_src == 0;
+    for (int i = 0; i < 2 * GRAPH_MAX_W; i++) { /* the weights, then the biases */
+        int t = i < GRAPH_MAX_W ? n->weight[i] : n->bias[i - GRAPH_MAX_W];
+        if (t >= 0)
+            fprintf(f, "%s%s", first ? "" : ", ", ir->t[t].field), first = false;
+    }
+    if (n->eps >= 0)
+        fprintf(f, ", %s", ir->hp[n->eps].name);
+    if (n->rope_base >= 0)
+        fprintf(f, ", %s", ir->hp[n->rope_base].name);
 }
 
 void dump_ir(FILE *f, const struct ir *ir, const char *title)
@@ -69,9 +72,11 @@ void dump_dot_layer(FILE *f, const struct ir *ir, const char *title, int cluster
         char shape[256];
         ir_shape_text(ir, n, shape, sizeof shape);
         fprintf(f, "    c%d_n%d [label=\"%s\\n%s", cluster, i, ir_op_name(n->op), n->n_dims ? shape : "");
-        for (int w = 0; w < 6; w++)
-            if (n->weight[w] >= 0)
-                fprintf(f, "\\n%s", ir->t[n->weight[w]].field);
+        for (int w = 0; w < 2 * GRAPH_MAX_W; w++) {
+            int t = w < GRAPH_MAX_W ? n->weight[w] : n->bias[w - GRAPH_MAX_W];
+            if (t >= 0)
+                fprintf(f, "\\n%s", ir->t[t].field);
+        }
         fprintf(f, "\"%s];\n", n->fused_by ? ", style=filled, fillcolor=\"#dde8ff\"" : "");
         for (int s = 0; s < n->n_src; s++)
             if (ir->node[n->src[s]].region == REGION_BODY)

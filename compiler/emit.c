@@ -66,13 +66,46 @@ static int write_if_changed(const char *path, const char *text, struct error *e)
     return 0;
 }
 
-static int render_to(const char *templates, const char *name, struct tscope *s, const char *outdir, const char *file,
-                     struct error *e)
+#define LINE_RESET "#line RESET"
+
+/* Code from a description line is attributed to it with #line; each such
+ * statement ends with LINE_RESET, which becomes a #line giving the
+ * generated file's own numbering back (as "generated/<prefix>/<file>", the
+ * same in the build and in the committed copy). */
+static int reset_lines(char **text, const char *name, struct error *e)
 {
-    char tpath[512], opath[512], *text;
+    size_t n = strlen(*text), extra = 0, resets = 0;
+    for (const char *at = *text; (at = strstr(at, LINE_RESET)); at++)
+        resets++;
+    extra = resets * (strlen(name) + 32);
+    char *out = malloc(n + extra + 1), *o = out;
+    if (!out)
+        return fail(e, "out of memory");
+    int line = 1;
+    for (const char *p = *text; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
+        if (len >= strlen(LINE_RESET) && memcmp(p, LINE_RESET, strlen(LINE_RESET)) == 0)
+            o += sprintf(o, "#line %d \"%s\"\n", line + 1, name);
+        else
+            memcpy(o, p, len), o += len;
+        p += len;
+        line++;
+    }
+    *o = 0;
+    free(*text);
+    *text = out;
+    return 0;
+}
+
+static int render_to(const char *templates, const char *name, struct tscope *s, const char *outdir, const char *file,
+                     const char *prefix, struct error *e)
+{
+    char tpath[512], opath[512], gname[256], *text;
     snprintf(tpath, sizeof tpath, "%s/%s", templates, name);
     snprintf(opath, sizeof opath, "%s/%s", outdir, file);
-    if (template_render(tpath, s, &text, e))
+    snprintf(gname, sizeof gname, "generated/%s/%s", prefix, file);
+    if (template_render(tpath, s, &text, e) || reset_lines(&text, gname, e))
         return -1;
     int rc = write_if_changed(opath, text, e);
     free(text);
@@ -205,25 +238,66 @@ static bool needs_variable(const struct ir *ir, int id)
     return ir_consumers(ir, id, r, 1) > 0 || ir_external_uses(ir, id) > 0;
 }
 
+static void weight_code(const struct ir *ir, int t, char *buf, size_t n)
+{
+    if (t < 0)
+        snprintf(buf, n, "NULL");
+    else
+        snprintf(buf, n, "%s->%s", ir->t[t].per_layer ? "L" : "w", ir->t[t].field);
+}
+
+/* Appends ", .name = value" to buf. */
+#define PARAM(...) (len += (size_t)snprintf(p + len, sizeof p - len, __VA_ARGS__))
+
+/* The node's parameters as a designated initializer naming only what the
+ * op uses (its row of the op table says which). */
+static int params_code(const struct ir *ir, const struct names *nm, const struct ir_node *x, char *out, size_t n)
+{
+    char p[1024] = "", a[64], b[64], c[64];
+    size_t len = 0;
+    const struct op_info *info = op_info(x->op);
+    if (info->n_w) {
+        weight_code(ir, x->weight[0], a, sizeof a), weight_code(ir, x->weight[1], b, sizeof b);
+        weight_code(ir, x->weight[2], c, sizeof c);
+        PARAM(info->n_w == 1 ? ".w = { %s }, " : info->n_w == 2 ? ".w = { %s, %s }, " : ".w = { %s, %s, %s }, ", a, b, c);
+    }
+    if (info->n_bias) {
+        weight_code(ir, x->bias[0], a, sizeof a), weight_code(ir, x->bias[1], b, sizeof b);
+        weight_code(ir, x->bias[2], c, sizeof c);
+        PARAM(info->n_bias == 1 ? ".bias = { %s }, " : ".bias = { %s, %s, %s }, ", a, b, c);
+    }
+    if (x->eps >= 0)
+        PARAM(".eps = hp->%s, ", ir->hp[x->eps].name);
+    if (x->rope_base >= 0)
+        PARAM(".rope_base = hp->%s, .rope_style = %s, ", ir->hp[x->rope_base].name,
+              x->rope_style == ROPE_NORMAL ? "ROPE_NORMAL" : "ROPE_NEOX");
+    if (x->op == OP_HEADS) {
+        char d[256];
+        if (expr_code(nm, &x->head_dim, d, sizeof d))
+            return -1;
+        PARAM(".head_dim = %s, ", d);
+    }
+    if (x->op == OP_PART)
+        PARAM(".part = %d, ", x->part);
+    if (len >= 2)
+        p[len - 2] = 0;
+    int w = len ? snprintf(out, n, ".p = { %s }, ", p) : snprintf(out, n, "%s", "");
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+#undef PARAM
+
 static int node_code(const struct ir *ir, const struct names *nm, int id, char *buf, size_t n)
 {
     const struct ir_node *x = &ir->node[id];
-    char src[2][32] = { "-1", "-1" }, w[6][64], f[2][64] = { "0", "0" }, iv[256] = "0", off[32] = "0";
+    char src[GRAPH_MAX_SRC][32], params[1024], off[32] = "0", ne[3][256] = { "0", "0", "0" };
+    for (int s = 0; s < GRAPH_MAX_SRC; s++)
+        snprintf(src[s], sizeof src[s], "-1");
     for (int s = 0; s < x->n_src; s++)
         value_name(ir, x->src[s], x->region, src[s], sizeof src[s]);
-    for (int k = 0; k < 6; k++) {
-        int t = x->weight[k];
-        if (t < 0)
-            snprintf(w[k], sizeof w[k], "NULL");
-        else
-            snprintf(w[k], sizeof w[k], "%s->%s", ir->t[t].per_layer ? "L" : "w", ir->t[t].field);
-    }
-    if (x->fattr >= 0)
-        snprintf(f[0], sizeof f[0], "hp->%s", ir->hp[x->fattr].name);
-    if (x->fattr2 >= 0)
-        snprintf(f[1], sizeof f[1], "hp->%s", ir->hp[x->fattr2].name);
-    if (x->op == OP_HEADS || x->op == OP_ROPE || x->op == OP_HEAD_NORM_ROPE || x->op == OP_PART)
-        if (expr_code(nm, &x->iattr, iv, sizeof iv))
+    if (params_code(ir, nm, x, params, sizeof params))
+        return -1;
+    for (int d = 0; d < x->n_dims && d < 3; d++) /* the shape, for graph_add to check its own rule against */
+        if (expr_code(nm, &x->ne[d], ne[d], sizeof ne[d]))
             return -1;
     if (x->slot >= 0)
         snprintf(off, sizeof off, "off[%d]", x->slot);
@@ -232,9 +306,9 @@ static int node_code(const struct ir *ir, const struct names *nm, int id, char *
     if (needs_variable(ir, id))
         snprintf(lhs, sizeof lhs, "int n%d = ", id);
     int len = snprintf(buf, n, "#line %d \"%s\"\n%s%sgraph_add(g, &(struct node_desc){ .op = OP_%s, .line = %d, "
-                       ".src = { %s, %s }, .w = { %s, %s, %s, %s, %s, %s },\n%s    .f = { %s, %s }, .i = %s, .offset = %s });",
-                       x->line, ir->file, indent, lhs, ir_op_name(x->op), x->line, src[0], src[1], w[0], w[1], w[2], w[3],
-                       w[4], w[5], indent, f[0], f[1], iv, off);
+                       ".src = { %s, %s, %s, %s },\n%s    %s.offset = %s, .ne = { %s, %s, %s } });\n" LINE_RESET,
+                       x->line, ir->file, indent, lhs, ir_op_name(x->op), x->line, src[0], src[1], src[2], src[3], indent,
+                       params, off, ne[0], ne[1], ne[2]);
     return len < 0 || (size_t)len >= n ? -1 : 0;
 }
 
@@ -272,7 +346,7 @@ static int add_graph(const struct ir *ir, const struct plan *p, const struct nam
     return 0;
 }
 
-/* ---- kernels.c ---- */
+/* ---- kernels_cpu.c ---- */
 
 static int64_t fixed_value(const struct ir *ir, const struct expr *x)
 {
@@ -285,56 +359,32 @@ static int64_t fixed_value(const struct ir *ir, const struct expr *x)
     return expr_eval(x, values, known, &v) == 0 ? v : 0;
 }
 
-static bool is_kernel(int op)
+/* The CPU's instantiations: one (op, k, n) entry per matmul-family node
+ * whose row length the build fixes, and one dot product per length. */
+static void add_cpu_kernels(const struct ir *ir, struct tscope *root)
 {
-    return op != OP_TOKENS && op != OP_HEADS && op != OP_OUTPUTS && op != OP_PART && op != IR_OP_CARRY;
-}
-
-static int add_kernels(const struct ir *ir, struct tscope *root)
-{
-    struct kernel { int op; int64_t k, n, d; } seen[IR_MAX_NODES];
+    struct kernel { int op; int64_t k, n; } seen[IR_MAX_NODES];
     int count = 0;
     for (int i = 0; i < ir->n_node; i++) {
         const struct ir_node *x = &ir->node[i];
-        if (x->dead || !is_kernel(x->op))
+        if (x->dead || x->op == IR_OP_CARRY || !op_is_matmul(x->op))
             continue;
-        const struct ir_node *a = &ir->node[x->src[0]];
-        struct kernel k = { x->op, 0, 0, 0 };
-        switch (x->op) {
-        case OP_EMBED: k.k = fixed_value(ir, &x->ne[0]); break;
-        case OP_KV_STORE: k.d = fixed_value(ir, &a->ne[0]); k.n = fixed_value(ir, &a->ne[1]); break;
-        case OP_ATTENTION: case OP_ROPE: case OP_HEAD_NORM: case OP_HEAD_NORM_ROPE:
-            k.d = fixed_value(ir, &a->ne[0]);
-            k.n = fixed_value(ir, &a->ne[1]);
-            break;
-        default:
-            k.k = fixed_value(ir, &a->ne[0]);
-            k.n = x->n_dims ? fixed_value(ir, &x->ne[0]) : 0;
+        struct kernel k = { x->op, fixed_value(ir, &ir->node[x->src[0]].ne[0]), fixed_value(ir, &x->ne[0]) };
+        bool dup = k.k == 0, new_k = true;
+        for (int j = 0; j < count; j++) {
+            dup = dup || (seen[j].op == k.op && seen[j].k == k.k && seen[j].n == k.n);
+            new_k = new_k && seen[j].k != k.k;
         }
-        bool dup = false;
-        for (int j = 0; j < count && !dup; j++)
-            dup = seen[j].op == k.op && seen[j].k == k.k && seen[j].n == k.n && seen[j].d == k.d;
         if (dup)
             continue;
         seen[count++] = k;
-        bool matmul = k.op == OP_MATMUL || k.op == OP_MATMUL_ADD || k.op == OP_MATMUL_QKV || k.op == OP_FFN_SWIGLU;
+        if (new_k)
+            tscope_set(tscope_add(root, "dots"), "k", "%lld", (long long)k.k);
         struct tscope *s = tscope_add(root, "kernels");
         tscope_set(s, "op", "%s", ir_op_name(k.op));
         tscope_set(s, "k", "%lld", (long long)k.k);
         tscope_set(s, "n", "%lld", (long long)k.n);
-        tscope_set(s, "d", "%lld", (long long)k.d);
-        if (matmul && k.k > 0) {
-            tscope_set(s, "cpu_dot", "cpu_dot_%lld", (long long)k.k);
-            bool have = false; /* one instance per length */
-            for (int j = 0; j < count - 1 && !have; j++)
-                have = seen[j].k == k.k && (seen[j].op == OP_MATMUL || seen[j].op == OP_MATMUL_ADD ||
-                                            seen[j].op == OP_MATMUL_QKV || seen[j].op == OP_FFN_SWIGLU);
-            if (!have)
-                tscope_set(tscope_add(root, "dots"), "k", "%lld", (long long)k.k);
-        } else
-            tscope_set(s, "cpu_dot", "NULL");
     }
-    return count;
 }
 
 static void upper(const char *in, char *out, size_t n)
@@ -361,6 +411,7 @@ int emit_arch(const struct ir *ir, const struct plan *plan, const char *prefix, 
     tscope_set(root, "gguf_name", "%s", ir->gguf_arch);
     tscope_set(root, "abi", "%d", GRAPH_ABI_VERSION_FOR_EMIT);
     tscope_set(root, "n_layer", "%s", ir->hp[ir->n_layer_hp].name);
+    tscope_set(root, "n_ctx", "%s", ir->hp[ir->n_ctx_hp].name);
     if (preset)
         tscope_set(root, "preset", "\"%s\"", preset);
     else
@@ -368,14 +419,13 @@ int emit_arch(const struct ir *ir, const struct plan *plan, const char *prefix, 
     tscope_set(root, "fixed", "%s", preset ? "sizes fixed for this model" : "generic build");
     add_hparams(ir, preset, root);
     add_tensors(ir, &nm, root);
-    int n_kernels = add_kernels(ir, root);
-    tscope_set(root, "n_kernels", "%d", n_kernels);
+    add_cpu_kernels(ir, root);
     int rc = add_graph(ir, plan, &nm, root, e);
     if (!rc)
-        rc = render_to(templates, "arch.h.tmpl", root, outdir, "arch.h", e) ||
-             render_to(templates, "model.c.tmpl", root, outdir, "model.c", e) ||
-             render_to(templates, "graph.c.tmpl", root, outdir, "graph.c", e) ||
-             render_to(templates, "kernels.c.tmpl", root, outdir, "kernels.c", e);
+        rc = render_to(templates, "arch.h.tmpl", root, outdir, "arch.h", prefix, e) ||
+             render_to(templates, "model.c.tmpl", root, outdir, "model.c", prefix, e) ||
+             render_to(templates, "graph.c.tmpl", root, outdir, "graph.c", prefix, e) ||
+             render_to(templates, "kernels_cpu.c.tmpl", root, outdir, "kernels_cpu.c", prefix, e);
     tscope_free(root);
     return rc ? -1 : 0;
 }

@@ -28,13 +28,11 @@ static bool matmul_bias(struct ir *ir, int i)
 {
     struct ir_node *n = N(ir, i);
     int m = n->src[0];
-    if (N(ir, m)->op != OP_MATMUL || N(ir, m)->weight[1] >= 0 || !only_read_by(ir, m, i))
+    if (N(ir, m)->op != OP_MATMUL || N(ir, m)->bias[0] >= 0 || !only_read_by(ir, m, i))
         return false;
-    int bias = n->weight[0];
     n->op = OP_MATMUL;
     n->src[0] = N(ir, m)->src[0];
-    n->weight[0] = N(ir, m)->weight[0];
-    n->weight[1] = bias;
+    n->weight[0] = N(ir, m)->weight[0]; /* the bias stays in bias[0] */
     n->alias = -1;
     absorb(ir, m, "matmul_bias", i);
     return true;
@@ -63,8 +61,8 @@ static bool gate_up_pair(struct ir *ir, int i)
     struct ir_node *n = N(ir, i);
     int g = n->src[0], u = n->src[1];
     const struct ir_node *gn = N(ir, g), *un = N(ir, u);
-    if (gn->op != OP_MATMUL || un->op != OP_MATMUL || gn->src[0] != un->src[0] || gn->weight[1] >= 0 ||
-        un->weight[1] >= 0 || !only_read_by(ir, g, i) || !only_read_by(ir, u, i))
+    if (gn->op != OP_MATMUL || un->op != OP_MATMUL || gn->src[0] != un->src[0] || gn->bias[0] >= 0 ||
+        un->bias[0] >= 0 || !only_read_by(ir, g, i) || !only_read_by(ir, u, i))
         return false;
     n->op = OP_FFN_SWIGLU;
     n->n_src = 1;
@@ -76,7 +74,7 @@ static bool gate_up_pair(struct ir *ir, int i)
     return true;
 }
 
-/* ROPE(HEAD_NORM(x, w, eps), base) -> HEAD_NORM_ROPE(x; w, eps, base) */
+/* ROPE(HEAD_NORM(x, w, eps), positions; base) -> HEAD_NORM_ROPE(x, positions; w, eps, base) */
 static bool head_norm_rope(struct ir *ir, int i)
 {
     struct ir_node *n = N(ir, i);
@@ -84,8 +82,7 @@ static bool head_norm_rope(struct ir *ir, int i)
     if (N(ir, h)->op != OP_HEAD_NORM || !only_read_by(ir, h, i))
         return false;
     n->op = OP_HEAD_NORM_ROPE;
-    n->fattr2 = n->fattr;
-    n->fattr = N(ir, h)->fattr;
+    n->eps = N(ir, h)->eps;
     n->weight[0] = N(ir, h)->weight[0];
     n->src[0] = N(ir, h)->src[0];
     absorb(ir, h, "head_norm_rope", i);
@@ -103,7 +100,7 @@ static bool residual_epilogue(struct ir *ir, int i)
             n->src[0] = N(ir, m)->src[0];
             n->src[1] = r;
             n->weight[0] = N(ir, m)->weight[0];
-            n->weight[1] = N(ir, m)->weight[1];
+            n->bias[0] = N(ir, m)->bias[0];
             absorb(ir, m, "residual_epilogue", i);
             return true;
         }
@@ -127,7 +124,7 @@ static bool qkv(struct ir *ir, int i)
         return false;
     for (int j = 0; j < 3; j++) {
         n->weight[j] = N(ir, mm[j])->weight[0];
-        n->weight[3 + j] = N(ir, mm[j])->weight[1];
+        n->bias[j] = N(ir, mm[j])->bias[0];
     }
     n->op = OP_MATMUL_QKV;
     n->fused_by = "qkv";
@@ -135,15 +132,13 @@ static bool qkv(struct ir *ir, int i)
         struct ir_node *p = N(ir, mm[j]);
         p->op = OP_PART;
         p->src[0] = i;
-        p->iattr = expr_const(j);
-        for (int w = 0; w < 6; w++)
-            p->weight[w] = -1;
+        p->part = j;
+        for (int w = 0; w < GRAPH_MAX_W; w++)
+            p->weight[w] = p->bias[w] = -1;
         p->fused_by = "qkv";
     }
     return true;
 }
-
-static bool reads_quantized(int op) { return op == OP_MATMUL || op == OP_MATMUL_QKV || op == OP_FFN_SWIGLU || op == OP_MATMUL_ADD; }
 
 /* RMS_NORM read only as the input (src 0) of matmuls -> RMS_NORM_Q8, which
  * quantizes once for all of them. */
@@ -155,7 +150,7 @@ static bool norm_q8(struct ir *ir, int i)
         return false;
     for (int r = 0; r < c; r++) {
         const struct ir_node *rd = N(ir, readers[r]);
-        if (!reads_quantized(rd->op) || rd->src[0] != i || (rd->n_src > 1 && rd->src[1] == i))
+        if (!op_is_matmul(rd->op) || rd->src[0] != i || (rd->n_src > 1 && rd->src[1] == i))
             return false;
     }
     N(ir, i)->op = OP_RMS_NORM_Q8;

@@ -6,25 +6,11 @@
 
 const char *ir_op_name(int op)
 {
-    static const char *const names[] = {
-#define NAME(name, nsrc, nw, fused, doc) #name,
-        GRAPH_OPS(NAME)
-#undef NAME
-    };
     if (op == IR_OP_CARRY)
         return "CARRY";
-    return op >= 0 && op < OP_COUNT ? names[op] : "?";
+    return op >= 0 && op < OP_COUNT ? op_info(op)->name : "?";
 }
 
-int ir_op_sources(int op)
-{
-    static const int n[] = {
-#define NSRC(name, nsrc, nw, fused, doc) nsrc,
-        GRAPH_OPS(NSRC)
-#undef NSRC
-    };
-    return op >= 0 && op < OP_COUNT ? n[op] : 0;
-}
 
 void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const char *prefix, char storage[][48])
 {

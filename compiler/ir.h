@@ -55,14 +55,16 @@ struct ir_tensor {
 struct ir_node {
     int op;               /* enum op, or IR_OP_CARRY */
     int n_src;
-    int src[4];           /* node indices */
-    int weight[6];        /* tensor indices, -1 when unused */
+    int src[GRAPH_MAX_SRC];  /* node indices */
+    int weight[GRAPH_MAX_W]; /* tensor indices, -1 when unused (the op table's w slots) */
+    int bias[GRAPH_MAX_W];   /* and its bias slots */
     int n_dims;
     struct expr ne[4];
     int dtype;            /* enum act_type */
-    int fattr;            /* float hyperparameter (eps, rope base), or -1 */
-    int fattr2;           /* a second one (HEAD_NORM_ROPE: the rope base), or -1 */
-    struct expr iattr;    /* HEADS: head size; PART: output index */
+    int eps, rope_base;   /* float hyperparameters, or -1 */
+    struct expr head_dim; /* HEADS */
+    int rope_style;       /* ROPE, HEAD_NORM_ROPE: enum rope_style */
+    int part;             /* PART: which output of its producer */
     int carry;            /* IR_OP_CARRY: which carried value */
     enum region region;
     int line;             /* description line that created it */
@@ -83,11 +85,13 @@ struct ir {
     struct ir_node node[IR_MAX_NODES];
     int n_node;
     int n_layer_hp;       /* hparam giving the layer loop's count */
+    int n_ctx_hp;         /* hparam giving the model's training context */
     int n_carried;
     int carried_init[IR_MAX_CARRIED];  /* value entering the loop */
     int carried_param[IR_MAX_CARRIED]; /* IR_OP_CARRY node in the body */
     int carried_out[IR_MAX_CARRIED];   /* value leaving each iteration */
     int result;                        /* the forward's return value */
+    int positions, kv_len;             /* the graph inputs recorded before the description's nodes */
     bool traced_loop;
 };
 
@@ -99,7 +103,6 @@ int ir_external_uses(const struct ir *ir, int id);
 
 /* Descriptive names for messages and dumps. */
 const char *ir_op_name(int op);
-int ir_op_sources(int op);
 
 /* Symbol names for expr_to_c / dumps: hparams by name, nt as "nt". */
 void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const char *prefix, char storage[][48]);

@@ -2,6 +2,7 @@
 #include "pass_shape.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,10 +23,15 @@ static const char *lower_op(int op, char *buf)
     return buf;
 }
 
-static int nfail(struct ctx *c, const struct ir_node *n, const char *fmt, const char *a, const char *b)
+/* Fails with "file:line: g.op: message". */
+static int nfail(struct ctx *c, const struct ir_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int nfail(struct ctx *c, const struct ir_node *n, const char *fmt, ...)
 {
     char op[32], msg[400];
-    snprintf(msg, sizeof msg, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return fail(c->e, "%s:%d: g.%s: %s", c->ir->file, n->line, lower_op(n->op, op), msg);
 }
 
@@ -79,8 +85,7 @@ static int want_dims(struct ctx *c, const struct ir_node *n, const struct ir_nod
 {
     if (s->n_dims == dims && s->dtype == ACT_F32)
         return 0;
-    if (s->n_dims == dims && (n->op == OP_MATMUL || n->op == OP_MATMUL_QKV || n->op == OP_FFN_SWIGLU ||
-                              n->op == OP_MATMUL_ADD) && s->dtype == ACT_Q8_1)
+    if (s->n_dims == dims && op_is_matmul(n->op) && s->dtype == ACT_Q8_1)
         return 0;
     char got[200], want[64];
     shape_text(c, s->n_dims, s->ne, got, sizeof got);
@@ -94,11 +99,10 @@ static int want_weight_dim(struct ctx *c, const struct ir_node *n, int w, int d,
     const struct ir_tensor *t = &c->ir->t[w];
     if (d < t->n_dims && expr_eq(&t->ne[d], x))
         return 0;
-    char have[200], msg[400];
+    char have[200];
     text(c, x, have, sizeof have);
-    snprintf(msg, sizeof msg, "%s is %s, but tensor '%s' (%s) has %s there", what, have, t->field, t->pattern,
-             d < t->n_dims ? t->ne_text[d] : "no such dimension");
-    return nfail(c, n, "%s%s", msg, "");
+    return nfail(c, n, "%s is %s, but tensor '%s' (%s) has %s there", what, have, t->field, t->pattern,
+                 d < t->n_dims ? t->ne_text[d] : "no such dimension");
 }
 
 static int want_1d_weight(struct ctx *c, const struct ir_node *n, int w, const struct expr *len, const char *what)
@@ -130,16 +134,20 @@ static int infer(struct ctx *c, struct ir_node *n)
     const struct ir_node *s1 = n->n_src > 1 ? &ir->node[n->src[1]] : NULL;
     switch (n->op) {
     case OP_TOKENS:
+    case OP_POSITIONS:
         set_shape(n, 1, expr_sym(IR_SYM_NT), expr_const(1), expr_const(1), ACT_I32);
+        return 0;
+    case OP_KV_LEN:
+        set_shape(n, 1, expr_const(1), expr_const(1), expr_const(1), ACT_I32);
         return 0;
     case IR_OP_CARRY:
         copy_shape(n, s0);
         return 0;
     case OP_EMBED:
         if (s0->dtype != ACT_I32)
-            return nfail(c, n, "the second argument must be g.tokens()%s%s", "", "");
+            return nfail(c, n, "the second argument must be g.tokens()");
         if (ir->t[n->weight[0]].n_dims != 2)
-            return nfail(c, n, "tensor '%s' must be 2-D [n_embd, n_vocab]%s", ir->t[n->weight[0]].field, "");
+            return nfail(c, n, "tensor '%s' must be 2-D [n_embd, n_vocab]", ir->t[n->weight[0]].field);
         set_shape(n, 2, ir->t[n->weight[0]].ne[0], s0->ne[0], expr_const(1), ACT_F32);
         return 0;
     case OP_RMS_NORM:
@@ -159,15 +167,15 @@ static int infer(struct ctx *c, struct ir_node *n)
         copy_shape(n, s0);
         return 0;
     case OP_MATMUL:
-        return matmul_shape(c, n, n->weight[0], n->weight[1], s0);
+        return matmul_shape(c, n, n->weight[0], n->bias[0], s0);
     case OP_MATMUL_ADD:
-        if (matmul_shape(c, n, n->weight[0], n->weight[1], s0))
+        if (matmul_shape(c, n, n->weight[0], n->bias[0], s0))
             return -1;
         if (!same_shape(n, s1))
-            return nfail(c, n, "the residual's shape differs from the product's%s%s", "", "");
+            return nfail(c, n, "the residual's shape differs from the product's");
         return 0;
     case OP_MATMUL_QKV:
-        return matmul_shape(c, n, n->weight[0], n->weight[3], s0);
+        return matmul_shape(c, n, n->weight[0], n->bias[0], s0);
     case OP_FFN_SWIGLU:
         if (matmul_shape(c, n, n->weight[0], -1, s0))
             return -1;
@@ -189,11 +197,11 @@ static int infer(struct ctx *c, struct ir_node *n)
         return 0;
     }
     case OP_ADD_BIAS: {
-        if (want_dims(c, n, s0, 2, "input") || want_1d_weight(c, n, n->weight[0], &s0->ne[0], "the row length"))
+        if (want_dims(c, n, s0, 2, "input") || want_1d_weight(c, n, n->bias[0], &s0->ne[0], "the row length"))
             return -1;
         int readers[2];
         if (ir_consumers(ir, n->src[0], readers, 2) != 1 || ir_external_uses(ir, n->src[0]))
-            return nfail(c, n, "the bias is added in place, so its input may have no other use%s%s", "", "");
+            return nfail(c, n, "the bias is added in place, so its input may have no other use");
         copy_shape(n, s0);
         n->alias = n->src[0];
         return 0;
@@ -207,13 +215,13 @@ static int infer(struct ctx *c, struct ir_node *n)
         if (want_dims(c, n, s0, 2, "input"))
             return -1;
         struct expr h;
-        if (expr_div_term(s0->ne[0], n->iattr, &h)) {
+        if (expr_div_term(s0->ne[0], n->head_dim, &h)) {
             char a[200], d[100];
             text(c, &s0->ne[0], a, sizeof a);
-            text(c, &n->iattr, d, sizeof d);
+            text(c, &n->head_dim, d, sizeof d);
             return nfail(c, n, "the row length %s is not a multiple of the head size %s", a, d);
         }
-        set_shape(n, 3, n->iattr, h, s0->ne[1], ACT_F32);
+        set_shape(n, 3, n->head_dim, h, s0->ne[1], ACT_F32);
         n->alias = n->src[0];
         return 0;
     }
@@ -221,7 +229,7 @@ static int infer(struct ctx *c, struct ir_node *n)
         if (want_dims(c, n, s0, 3, "k (use g.heads first)") || want_dims(c, n, s1, 3, "v (use g.heads first)"))
             return -1;
         if (!same_shape(s0, s1))
-            return nfail(c, n, "k and v must have the same shape%s%s", "", "");
+            return nfail(c, n, "k and v must have the same shape");
         n->n_dims = 0;
         n->dtype = ACT_NONE;
         return 0;
@@ -230,10 +238,10 @@ static int infer(struct ctx *c, struct ir_node *n)
         if (want_dims(c, n, s0, 3, "q (use g.heads first)"))
             return -1;
         if (!expr_eq(&s0->ne[0], &k->ne[0]) || !expr_eq(&s0->ne[2], &k->ne[2]))
-            return nfail(c, n, "q and the stored k differ in head size or token count%s%s", "", "");
+            return nfail(c, n, "q and the stored k differ in head size or token count");
         struct expr flat;
         if (expr_mul(s0->ne[0], s0->ne[1], &flat))
-            return nfail(c, n, "output size too complex%s%s", "", "");
+            return nfail(c, n, "output size too complex");
         set_shape(n, 2, flat, s0->ne[2], expr_const(1), ACT_F32);
         return 0;
     }
@@ -242,13 +250,13 @@ static int infer(struct ctx *c, struct ir_node *n)
         if (want_dims(c, n, s0, 2, "input"))
             return -1;
         if (!expr_eq(&s0->ne[1], &nt))
-            return nfail(c, n, "outputs wants one column per token of the batch%s%s", "", "");
+            return nfail(c, n, "outputs wants one column per token of the batch");
         set_shape(n, 2, s0->ne[0], expr_sym(IR_SYM_NOUT), expr_const(1), ACT_F32);
         n->alias = n->src[0];
         return 0;
     }
     }
-    return nfail(c, n, "no shape rule for op %s%s", ir_op_name(n->op), "");
+    return nfail(c, n, "no shape rule for op %s", ir_op_name(n->op));
 }
 
 static int check_carried(struct ctx *c);
@@ -274,7 +282,7 @@ int pass_shape(struct ir *ir, struct error *e)
         return -1;
     const struct ir_node *r = &ir->node[ir->result];
     if (r->dtype != ACT_F32 || r->n_dims != 2)
-        return nfail(&c, r, "forward must return a 2-D f32 value (the logits)%s%s", "", "");
+        return nfail(&c, r, "forward must return a 2-D f32 value (the logits)");
     return 0;
 }
 

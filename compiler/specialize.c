@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "hparams.h"
 #include "presets.h"
 
@@ -25,9 +25,9 @@ static uint64_t shape_symbols(const struct ir *ir)
                 for (int f = 0; f < ir->t[t].ne[d].t[k].deg; f++)
                     set |= 1ull << ir->t[t].ne[d].t[k].sym[f];
     for (int i = 0; i < ir->n_node; i++)
-        for (int k = 0; k < ir->node[i].iattr.n; k++)
-            for (int f = 0; f < ir->node[i].iattr.t[k].deg; f++)
-                set |= 1ull << ir->node[i].iattr.t[k].sym[f];
+        for (int k = 0; k < ir->node[i].head_dim.n; k++)
+            for (int f = 0; f < ir->node[i].head_dim.t[k].deg; f++)
+                set |= 1ull << ir->node[i].head_dim.t[k].sym[f];
     return set & ~(1ull << IR_SYM_NT) & ~(1ull << IR_SYM_NOUT);
 }
 

@@ -107,10 +107,12 @@ static int record(lua_State *L, int op, int n_src, const int *src, int n_w, cons
     n->n_src = n_src;
     for (int i = 0; i < n_src; i++)
         n->src[i] = src[i];
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < GRAPH_MAX_W; i++) {
         n->weight[i] = i < n_w ? w[i] : -1;
-    n->fattr = -1;
-    n->fattr2 = -1;
+        n->bias[i] = -1;
+    }
+    n->eps = -1;
+    n->rope_base = -1;
     n->alias = -1;
     n->slot = -1;
     n->region = state(L)->region;
@@ -141,7 +143,7 @@ static int norm_like(lua_State *L, const char *fn, int op)
     check_arity(L, fn, 3, "x, weight, eps");
     int x = check_node(L, 1, fn), w = check_weight(L, 2, fn, false), eps = check_hparam(L, 3, fn, HP_FLOAT);
     record(L, op, 1, &x, 1, &w);
-    last_node(L)->fattr = eps;
+    last_node(L)->eps = eps;
     return 1;
 }
 
@@ -171,7 +173,8 @@ static int g_add_bias(lua_State *L)
 {
     check_arity(L, "add_bias", 2, "x, bias");
     int x = check_node(L, 1, "add_bias"), w = check_weight(L, 2, "add_bias", true);
-    record(L, OP_ADD_BIAS, 1, &x, 1, &w);
+    record(L, OP_ADD_BIAS, 1, &x, 0, NULL);
+    last_node(L)->bias[0] = w;
     return 1;
 }
 
@@ -188,7 +191,7 @@ static int g_heads(lua_State *L)
     check_arity(L, "heads", 2, "x, head size");
     int x = check_node(L, 1, "heads"), d = check_hparam(L, 2, "heads", HP_INT);
     record(L, OP_HEADS, 1, &x, 0, NULL);
-    last_node(L)->iattr = expr_sym(d);
+    last_node(L)->head_dim = expr_sym(d);
     return 1;
 }
 
@@ -204,9 +207,10 @@ static int g_rope(lua_State *L)
             luaL_error(L, "g.rope: style must be \"neox\" or \"normal\", got %s", s ? s : luaL_typename(L, 3));
         style = strcmp(s, "normal") == 0 ? ROPE_NORMAL : ROPE_NEOX;
     }
-    record(L, OP_ROPE, 1, &x, 0, NULL);
-    last_node(L)->fattr = base;
-    last_node(L)->iattr = expr_const(style);
+    int src[2] = { x, describe_ir(L)->positions };
+    record(L, OP_ROPE, 2, src, 0, NULL);
+    last_node(L)->rope_base = base;
+    last_node(L)->rope_style = style;
     return 1;
 }
 
@@ -215,8 +219,8 @@ static int g_kv_store(lua_State *L)
     check_arity(L, "kv_store", 2, "k, v");
     if (!state(L)->in_layers)
         luaL_error(L, "g.kv_store: the KV cache is per layer; call it inside g.layers");
-    int src[2] = { check_node(L, 1, "kv_store"), check_node(L, 2, "kv_store") };
-    record(L, OP_KV_STORE, 2, src, 0, NULL);
+    int src[3] = { check_node(L, 1, "kv_store"), check_node(L, 2, "kv_store"), describe_ir(L)->positions };
+    record(L, OP_KV_STORE, 3, src, 0, NULL);
     return 1;
 }
 
@@ -226,8 +230,8 @@ static int g_attention(lua_State *L)
     int q = check_node(L, 1, "attention"), kv = check_node(L, 2, "attention");
     if (describe_ir(L)->node[kv].op != OP_KV_STORE)
         luaL_error(L, "g.attention: argument 2 must be the result of g.kv_store");
-    int src[2] = { q, kv };
-    record(L, OP_ATTENTION, 2, src, 0, NULL);
+    int src[4] = { q, kv, describe_ir(L)->positions, describe_ir(L)->kv_len };
+    record(L, OP_ATTENTION, 4, src, 0, NULL);
     return 1;
 }
 
@@ -380,6 +384,15 @@ int trace_forward(lua_State *L, struct ir *ir, struct error *e)
     lua_setfield(L, LUA_REGISTRYINDEX, "minfer.trace");
     make_metatables(L);
     lua_getfield(L, LUA_REGISTRYINDEX, DESCRIBE_FORWARD);
+    /* the graph's inputs besides the token ids come first, so they are
+     * defined before anything reads them; they take forward's line */
+    lua_Debug ar;
+    lua_pushvalue(L, -1);
+    lua_getinfo(L, ">S", &ar);
+    ir->positions = record(L, OP_POSITIONS, 0, NULL, 0, NULL);
+    ir->kv_len = record(L, OP_KV_LEN, 0, NULL, 0, NULL);
+    ir->node[ir->positions].line = ir->node[ir->kv_len].line = ar.linedefined > 0 ? ar.linedefined : 1;
+    lua_pop(L, 2);
     push_g(L);
     push_weights(L, ir, false);
     push_hparams(L, ir);

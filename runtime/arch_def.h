@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "graph.h"
 
 struct tensor_spec {
@@ -34,17 +34,6 @@ struct hparam_spec {
     size_t offset;        /* offsetof the member */
 };
 
-/* One kernel instantiation the architecture needs: an op and the sizes the
- * generated code fixes for it (0 where the size is only known at load). */
-struct kernel_instance {
-    enum op op;
-    int64_t k;            /* input row length (matmul family, norms) */
-    int64_t n;            /* output rows (matmul family) */
-    int64_t d;            /* head size (head ops, attention) */
-    /* matmul family with k fixed: the CPU's block dot product for it (cpu/cpu_dot.h) */
-    void (*cpu_dot)(const float *w, int64_t nr, const float *x, int64_t nc, float *y, int64_t ldy);
-};
-
 struct arch_def {
     int abi;                      /* GRAPH_ABI_VERSION it was generated for */
     const char *name;             /* "qwen3", or "qwen3_8b" when specialized */
@@ -59,6 +48,7 @@ struct arch_def {
     const struct hparam_spec *hparams;
     int n_hparams;
     int64_t (*n_layer)(const void *hp);
+    int64_t (*n_ctx)(const void *hp);  /* the model's training context */
     const struct tensor_spec *tensors;
     int n_tensors;
     void (*tensor_shape)(const void *hp, int tensor, int64_t ne[4]);
@@ -68,8 +58,6 @@ struct arch_def {
     /* Records the forward graph for nt tokens whose last n_out (1..nt) get
      * logits; returns the logits node ([n_vocab, n_out]) or -1. */
     int (*build)(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
-    const struct kernel_instance *kernels;
-    int n_kernels;
 };
 
 static inline size_t arena_max(size_t a, size_t b) { return a > b ? a : b; }

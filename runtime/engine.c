@@ -1,30 +1,30 @@
 /* engine.c: an inference session (see engine.h). */
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "hparams.h"
 
 /* The KV cache's geometry comes from the graph: the KV_STORE nodes' k, and
  * the query heads of the ATTENTION nodes reading them. */
-static int kv_geometry(const struct graph *g, int64_t *n_head_kv, int64_t *head_dim, int64_t *n_head, int *n_layer)
+static int kv_geometry(const struct graph *g, struct backend_sizes *z)
 {
-    *n_layer = 0;
-    *n_head = 0;
+    z->n_layer = 0;
+    z->n_head = 0;
     for (int i = 0; i < g->n; i++) {
         const struct node *n = &g->node[i];
         if (n->op == OP_ATTENTION)
-            *n_head = g->node[n->src[0]].ne[1];
+            z->n_head = g->node[n->src[0]].ne[1];
         if (n->op != OP_KV_STORE)
             continue;
         const struct node *k = &g->node[n->src[0]];
-        *head_dim = k->ne[0];
-        *n_head_kv = k->ne[1];
-        *n_layer = n->layer + 1 > *n_layer ? n->layer + 1 : *n_layer;
+        z->head_dim = k->ne[0];
+        z->n_head_kv = k->ne[1];
+        z->n_layer = n->layer + 1 > z->n_layer ? n->layer + 1 : z->n_layer;
     }
-    return *n_layer > 0 && *n_head > 0 ? 0 : -1;
+    return z->n_layer > 0 && z->n_head > 0 ? 0 : -1;
 }
 
 static int64_t widest_row(const struct model *m)
@@ -35,42 +35,83 @@ static int64_t widest_row(const struct model *m)
     return k;
 }
 
-static int build(struct engine *en, int64_t nt, int64_t n_out, struct error *e)
+/* Builds the graph for (nt, n_out) into slot s, and has the backend judge
+ * every node before it ever runs. */
+static int build(struct engine *en, int s, int64_t nt, int64_t n_out, struct error *e)
 {
-    if (en->graph_nt == nt && en->graph_n_out == n_out)
-        return 0;
+    struct engine_graph *eg = &en->graphs[s];
     const struct arch_def *a = en->m->arch;
-    en->graph_nt = 0;
-    if (a->build(&en->g, en->m->hp, en->m->weights, nt, n_out) < 0)
-        return fail(e, "%s", en->g.err.msg);
-    if (en->g.arena_bytes > en->arena_bytes)
-        return fail(e, "graph for %lld tokens (%lld with logits) needs %zu arena bytes, %zu were planned", (long long)nt,
-                    (long long)n_out, en->g.arena_bytes, en->arena_bytes);
-    en->graph_nt = nt;
-    en->graph_n_out = n_out;
+    eg->nt = 0;
+    if (a->build(&eg->g, en->m->hp, en->m->weights, nt, n_out) < 0)
+        return fail(e, "%s", eg->g.err.msg);
+    if (eg->g.arena_bytes > (size_t)a->arena_bytes(en->m->hp, en->cfg.n_batch, en->cfg.logits_all ? en->cfg.n_batch : 1))
+        return fail(e, "graph for %lld tokens (%lld with logits) outgrows the arena planned for batches of %lld",
+                    (long long)nt, (long long)n_out, (long long)en->cfg.n_batch);
+    for (int i = 0; i < eg->g.n; i++)
+        if (!en->be->supports(&eg->g, i, e))
+            return fail_prefix(e, "the %s backend cannot run this model", en->be->name);
+    eg->nt = nt;
+    eg->n_out = n_out;
     return 0;
 }
 
-static int64_t training_context(const struct model *m)
+/* The kept graph for (nt, n_out): one token and a full batch have their
+ * own; any other shape takes the third slot, rebuilt when it changes. */
+static int graph_for(struct engine *en, int64_t nt, int64_t n_out, int *slot, struct error *e)
 {
-    for (int i = 0; i < m->arch->n_hparams; i++)
-        if (strcmp(m->arch->hparams[i].name, "n_ctx") == 0 && !m->arch->hparams[i].is_float)
-            return *(const int64_t *)((const char *)m->hp + m->arch->hparams[i].offset);
-    return 4096;
+    int s = nt == 1 && n_out == 1 ? ENGINE_DECODE : nt == en->cfg.n_batch && n_out == 1 ? ENGINE_BATCH : ENGINE_OTHER;
+    *slot = s;
+    if (en->graphs[s].nt == nt && en->graphs[s].n_out == n_out)
+        return 0;
+    return build(en, s, nt, n_out, e);
 }
 
 /* The default context is the model's training context, halved while its KV
  * cache would take more than a quarter of the machine's memory (never below
  * 512); the engine records the cap so the caller can say so. */
-static void cap_context(struct engine *en, int n_layer, int64_t n_head_kv, int64_t head_dim)
+static void cap_context(struct engine *en, const struct backend_sizes *z)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double budget = pages > 0 && page > 0 ? (double)pages * (double)page / 4 : 4e9;
-    double per_position = 2.0 * n_layer * (double)n_head_kv * (double)head_dim *
+    double per_position = 2.0 * z->n_layer * (double)z->n_head_kv * (double)z->head_dim *
                           (en->cfg.kv_type == KV_F32 ? 4 : en->cfg.kv_type == KV_F16 ? 2 : 34.0 / 32);
     en->n_ctx_train = en->cfg.n_ctx;
     while (en->cfg.n_ctx > 512 && per_position * (double)en->cfg.n_ctx > budget)
         en->cfg.n_ctx /= 2;
+}
+
+static int setup(struct engine *en, const struct model *m, struct error *e)
+{
+    const struct arch_def *a = m->arch;
+    if (!(en->be = backend_choose(en->cfg.device, e)))
+        return -1;
+    for (int s = 0; s < ENGINE_GRAPHS; s++)
+        if (graph_init(&en->graphs[s].g, a->max_nodes(m->hp), a->source, e))
+            return -1;
+    struct backend_sizes z = { .kv_type = en->cfg.kv_type, .n_threads = en->cfg.n_threads, .k_max = widest_row(m) };
+    struct graph *g = &en->graphs[ENGINE_DECODE].g;
+    if (a->build(g, m->hp, m->weights, 1, 1) < 0)
+        return fail(e, "%s", g->err.msg);
+    if (kv_geometry(g, &z))
+        return fail(e, "%s: the graph stores no keys and values", a->source);
+    bool default_ctx = en->cfg.n_ctx <= 0;
+    if (default_ctx) {
+        en->cfg.n_ctx = a->n_ctx(m->hp);
+        cap_context(en, &z);
+    }
+    if (en->cfg.n_batch > en->cfg.n_ctx)
+        en->cfg.n_batch = en->cfg.n_ctx;
+    z.n_ctx = en->cfg.n_ctx;
+    z.arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch, en->cfg.logits_all ? en->cfg.n_batch : 1);
+    en->n_vocab = g->node[g->result].ne[0];
+    en->pos = malloc((size_t)en->cfg.n_batch * sizeof *en->pos);
+    en->logits = malloc((size_t)en->n_vocab * sizeof *en->logits);
+    if (!en->pos || !en->logits)
+        return fail(e, "out of memory for %lld logits", (long long)en->n_vocab);
+    if (en->be->init(&en->bs, m, &z, e))
+        return -1;
+    /* placement is decided here, once, for the graphs every run uses: no fallback mid-run */
+    return build(en, ENGINE_DECODE, 1, 1, e) || build(en, ENGINE_BATCH, en->cfg.n_batch, 1, e) ? -1 : 0;
 }
 
 int engine_init(struct engine *en, const struct model *m, const struct engine_config *cfg, struct error *e)
@@ -78,53 +119,14 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
     memset(en, 0, sizeof *en);
     en->m = m;
     en->cfg = *cfg;
+    en->last = -1;
     if (en->cfg.n_batch <= 0)
         en->cfg.n_batch = 512;
-    bool default_ctx = en->cfg.n_ctx <= 0;
-    if (default_ctx)
-        en->cfg.n_ctx = training_context(m);
     if (en->cfg.n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         en->cfg.n_threads = n > 0 && n <= 64 ? (int)n : 1;
     }
-    const struct arch_def *a = m->arch;
-    if (graph_init(&en->g, a->max_nodes(m->hp), a->source, e))
-        return -1;
-    en->g.kernels = a->kernels;
-    en->g.n_kernels = a->n_kernels;
-    int64_t n_head_kv = 0, head_dim = 0, n_head = 0;
-    int n_layer;
-    if (a->build(&en->g, m->hp, m->weights, 1, 1) < 0 ||
-        kv_geometry(&en->g, &n_head_kv, &head_dim, &n_head, &n_layer)) {
-        fail(e, "%s", en->g.failed ? en->g.err.msg : "the graph stores no keys and values");
-        engine_free(en);
-        return -1;
-    }
-    for (int i = 0; i < en->g.n; i++) /* placement is decided here, once: no fallback mid-run */
-        if (!cpu_supports(en->g.node[i].op)) {
-            fail(e, "%s:%d: the CPU backend has no kernel for %s", a->source, en->g.node[i].line,
-                 graph_op_name(en->g.node[i].op));
-            engine_free(en);
-            return -1;
-        }
-    if (default_ctx)
-        cap_context(en, n_layer, n_head_kv, head_dim);
-    if (en->cfg.n_batch > en->cfg.n_ctx)
-        en->cfg.n_batch = en->cfg.n_ctx;
-    int result = en->g.result;
-    en->n_vocab = en->g.node[result].ne[0];
-    en->arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch, en->cfg.logits_all ? en->cfg.n_batch : 1);
-    en->arena = aligned_alloc(256, (en->arena_bytes + 255) & ~(size_t)255);
-    en->pos = malloc((size_t)en->cfg.n_batch * sizeof *en->pos);
-    en->logits = malloc((size_t)en->n_vocab * sizeof *en->logits);
-    int rc = !en->arena || !en->pos || !en->logits
-                 ? fail(e, "out of memory for activations (%.1f MiB for batches of %lld)",
-                        (double)en->arena_bytes / 1048576.0, (long long)en->cfg.n_batch)
-                 : 0;
-    struct cpu_sizes sizes = { widest_row(m), en->cfg.n_ctx, n_head / n_head_kv, head_dim, en->cfg.n_threads };
-    rc = rc || kv_init(&en->kv, en->cfg.kv_type, n_layer, en->cfg.n_ctx, n_head_kv, head_dim, e) ||
-         cpu_scratch_init(&en->scratch, &sizes, e);
-    if (rc) {
+    if (setup(en, m, e)) {
         engine_free(en);
         return -1;
     }
@@ -133,37 +135,43 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
 
 void engine_free(struct engine *en)
 {
-    graph_free(&en->g);
-    kv_free(&en->kv);
-    cpu_scratch_free(&en->scratch);
-    free(en->arena);
+    for (int s = 0; s < ENGINE_GRAPHS; s++)
+        graph_free(&en->graphs[s].g);
+    if (en->be && en->bs)
+        en->be->free(en->bs);
     free(en->pos);
     free(en->logits);
     memset(en, 0, sizeof *en);
 }
 
+/* The graph's inputs: the tokens, their positions and the KV length after them. */
+static int write_inputs(struct engine *en, const struct graph *g, const int32_t *tokens, int64_t nt, struct error *e)
+{
+    for (int64_t t = 0; t < nt; t++)
+        en->pos[t] = (int32_t)(en->n_past + t);
+    int32_t kv_len = (int32_t)(en->n_past + nt);
+    const void *data[3] = { tokens, en->pos, &kv_len };
+    size_t bytes[3] = { (size_t)nt * sizeof *tokens, (size_t)nt * sizeof *en->pos, sizeof kv_len };
+    for (int k = 0; k < 3; k++)
+        if (g->input[k] >= 0 && en->be->write_input(en->bs, g, g->input[k], data[k], bytes[k], e))
+            return -1;
+    return 0;
+}
+
 /* One graph over nt tokens; out, if given, receives every token's logits. */
 static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, float *out, struct error *e)
 {
-    if (build(en, nt, out ? nt : 1, e))
+    int s;
+    if (graph_for(en, nt, out ? nt : 1, &s, e))
         return -1;
-    const struct graph *g = &en->g;
-    int32_t *ids = NULL;
-    for (int i = 0; i < g->n && !ids; i++)
-        if (g->node[i].op == OP_TOKENS)
-            ids = (int32_t *)(en->arena + g->node[i].offset);
-    memcpy(ids, tokens, (size_t)nt * sizeof *ids);
-    for (int64_t t = 0; t < nt; t++)
-        en->pos[t] = en->n_past + t;
-    struct cpu_run run = { en->arena, en->pos, &en->kv, &en->scratch };
-    if (cpu_execute(g, &run, e))
-        return -1;
-    const float *logits = (const float *)(en->arena + g->node[g->result].offset);
+    const struct graph *g = &en->graphs[s].g;
     size_t row = (size_t)en->n_vocab;
-    if (out)
-        memcpy(out, logits, (size_t)nt * row * sizeof *out);
-    memcpy(en->logits, logits + (size_t)(g->n_out - 1) * row, row * sizeof *en->logits);
+    if (write_inputs(en, g, tokens, nt, e) || en->be->execute(en->bs, g, e) ||
+        (out && en->be->read_output(en->bs, g, g->result, 0, (size_t)nt * row, out, e)) ||
+        en->be->read_output(en->bs, g, g->result, g->n_out - 1, row, en->logits, e))
+        return -1;
     en->n_past += nt;
+    en->last = s;
     return 0;
 }
 
@@ -199,8 +207,23 @@ int engine_eval_logits(struct engine *en, const int32_t *tokens, int64_t n, floa
     return eval(en, tokens, n, out, e);
 }
 
+int engine_argmax(struct engine *en, int32_t *out, struct error *e)
+{
+    if (en->last < 0)
+        return fail(e, "argmax before any token was evaluated");
+    const struct graph *g = &en->graphs[en->last].g;
+    return en->be->read_argmax(en->bs, g, g->result, out, e);
+}
+
 void engine_truncate(struct engine *en, int64_t n_past)
 {
     if (n_past >= 0 && n_past < en->n_past)
         en->n_past = n_past;
+}
+
+void engine_describe(const struct engine *en, char *buf, size_t n)
+{
+    char what[128];
+    en->be->describe(en->bs, what, sizeof what);
+    snprintf(buf, n, "%s (%s)", en->be->name, what);
 }

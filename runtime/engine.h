@@ -1,14 +1,17 @@
-/* engine.h: one inference session over a bound model: the KV cache, the
- * activation arena (allocated once, for the largest batch), the graph for
- * the current batch size, and the logits of the last token evaluated. Each
- * engine owns its memory; two engines in one process do not interact. */
+/* engine.h: one inference session over a bound model: a backend chosen at
+ * load (which holds the KV cache and the activation arena), the graphs for
+ * the batch shapes in use kept side by side, and the logits of the last
+ * token evaluated. A graph carries its inputs (token ids, positions, KV
+ * length) in the arena, so the decode graph, recorded once, serves every
+ * step at every position. Each engine owns its memory; two engines in one
+ * process do not interact. */
 #ifndef MINFER_ENGINE_H
 #define MINFER_ENGINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cpu/cpu.h"
+#include "backend.h"
 #include "graph.h"
 #include "kv_cache.h"
 #include "model.h"
@@ -18,21 +21,28 @@ struct engine_config {
                               KV cache takes at most a quarter of the memory */
     int64_t n_batch;       /* tokens per graph when processing a prompt (default 512) */
     enum kv_type kv_type;
-    int n_threads;         /* CPU threads for matmuls; 0: all cores */
+    int n_threads;         /* CPU threads; 0: all cores */
     bool logits_all;       /* size the arena so every token of a batch can get logits (engine_eval_logits) */
+    const char *device;    /* "cpu", "cuda" or "auto" (NULL: auto) */
 };
+
+/* A graph the engine keeps, for one (nt, n_out) shape; nt = 0 when empty. */
+struct engine_graph {
+    struct graph g;
+    int64_t nt, n_out;
+};
+
+enum { ENGINE_DECODE, ENGINE_BATCH, ENGINE_OTHER, ENGINE_GRAPHS };
 
 struct engine {
     const struct model *m;
     struct engine_config cfg;
-    struct kv_cache kv;
-    struct graph g;
-    int64_t graph_nt;      /* the batch size g was built for, 0 for none */
-    int64_t graph_n_out;   /* and how many of its tokens get logits */
-    uint8_t *arena;
-    size_t arena_bytes;
-    struct cpu_scratch scratch;
-    int64_t *pos;          /* n_batch positions */
+    const struct backend *be;
+    void *bs;              /* the backend's state for this engine */
+    /* one token; a full batch of n_batch; the last other shape (a prompt's tail, logits for all) */
+    struct engine_graph graphs[ENGINE_GRAPHS];
+    int last;              /* the graph of the last batch evaluated, -1 before any */
+    int32_t *pos;          /* n_batch positions, the POSITIONS input */
     int64_t n_past;        /* positions filled in the KV cache */
     int64_t n_vocab;
     int64_t n_ctx_train;   /* the model's context when n_ctx defaulted to it (then possibly capped), else 0 */
@@ -50,7 +60,14 @@ int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct erro
  * out (n * n_vocab floats, token by token). Needs cfg.logits_all. */
 int engine_eval_logits(struct engine *en, const int32_t *tokens, int64_t n, float *out, struct error *e);
 
+/* The highest of the last logits (lowest index on ties), found by the
+ * backend where they were computed. */
+int engine_argmax(struct engine *en, int32_t *out, struct error *e);
+
 /* Forgets positions from n_past on (0 starts over). */
 void engine_truncate(struct engine *en, int64_t n_past);
+
+/* "cpu (2 threads)": the backend and what it runs on. */
+void engine_describe(const struct engine *en, char *buf, size_t n);
 
 #endif

@@ -15,17 +15,25 @@
 
 #define GRAPH_ABI_VERSION 3 /* generated code states the version it was made for */
 
-struct kernel_instance; /* arch_def.h */
+/* An op's parameters; which ones it reads is its row in the op table. */
+struct op_params {
+    const struct weight *w[GRAPH_MAX_W];    /* weights (w0 of MATMUL, the gate and up of FFN_SWIGLU, ...) */
+    const struct weight *bias[GRAPH_MAX_W]; /* the matching biases, NULL when absent */
+    float eps;                    /* norms */
+    float rope_base;              /* ROPE, HEAD_NORM_ROPE */
+    enum rope_style rope_style;   /* ROPE, HEAD_NORM_ROPE */
+    int64_t head_dim;             /* HEADS */
+    int part;                     /* PART: which output of its producer (1, 2) */
+};
 
 /* What a generated builder passes for one node. */
 struct node_desc {
     enum op op;
     int line;                     /* description line */
-    int src[2];                   /* node indices, -1 when unused */
-    const struct weight *w[6];    /* weight slots as the op table defines them */
-    float f[2];                   /* eps / rope base, by op */
-    int64_t i;                    /* HEADS: head size; ROPE*: style; PART: output index */
+    int src[GRAPH_MAX_SRC];       /* node indices, -1 when unused */
+    struct op_params p;
     size_t offset;                /* arena byte offset for nodes that own a buffer */
+    int64_t ne[3];                /* the shape the compiler derived, checked against the runtime's (0: unchecked) */
 };
 
 struct node {
@@ -33,17 +41,14 @@ struct node {
     enum act_type dtype;
     int n_dims;
     int64_t ne[4];
-    int src[2];
-    const struct weight *w[6];
-    float f[2];
-    int64_t i;
+    int src[GRAPH_MAX_SRC];
+    struct op_params p;
     int layer;                    /* layer index for nodes inside the layer loop, else -1 */
     int line;
     size_t offset;                /* where the data starts in the arena (views: inside their root) */
     size_t bytes;                 /* bytes this node writes, 0 for views and KV_STORE */
     int view_of;                  /* views: the node whose buffer they read, else -1 */
     int part[2];                  /* MATMUL_QKV: its PART nodes (k, v), else -1 */
-    const struct kernel_instance *kernel; /* the architecture's instantiation for this op and size, if any */
     int64_t row_stride;           /* bytes between columns (views keep their root's) */
 };
 
@@ -59,8 +64,7 @@ struct graph {
     bool failed;
     int result;                   /* the logits node */
     bool q8_activations;          /* the backend takes Q8_1 activations where the graph offers them */
-    const struct kernel_instance *kernels; /* the architecture's kernel instantiations (kernels.c) */
-    int n_kernels;
+    int input[3];                 /* the TOKENS, POSITIONS and KV_LEN nodes, -1 until recorded */
 };
 
 int graph_init(struct graph *g, int cap, const char *source, struct error *e);

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 struct hp_reader {
     const struct gguf *g;

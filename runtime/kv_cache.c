@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
-#include "quant.h"
+#include "quant/half.h"
+#include "quant/quant.h"
 
 int kv_type_from_name(const char *name, enum kv_type *out)
 {

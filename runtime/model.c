@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
+#include "quant/quant.h"
 
 static void clear(struct model *m)
 {

@@ -6,7 +6,7 @@
 
 #include "arch_def.h"
 #include "error.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "weights.h"
 
 struct model {

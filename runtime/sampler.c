@@ -63,6 +63,8 @@ static void penalize(struct sampler *s)
     }
 }
 
+bool sampler_is_greedy(const struct sampler *s) { return s->p.temp <= 0 && s->p.repeat_penalty == 1.0f; }
+
 int32_t sampler_sample(struct sampler *s, const float *logits)
 {
     int64_t n = s->n_vocab;

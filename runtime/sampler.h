@@ -5,6 +5,7 @@
 #ifndef MINFER_SAMPLER_H
 #define MINFER_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "rng.h"
@@ -37,6 +38,10 @@ struct sampler {
 
 int sampler_init(struct sampler *s, const struct sampler_params *p, int64_t n_vocab);
 void sampler_free(struct sampler *s);
+
+/* Whether the choice is the plain argmax of the logits (temperature 0, no
+ * repetition penalty), which a backend can find without copying them. */
+bool sampler_is_greedy(const struct sampler *s);
 
 /* Picks a token from logits (not modified). */
 int32_t sampler_sample(struct sampler *s, const float *logits);

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "tensor_type.h"
+#include "quant/tensor_type.h"
 
 struct weight {
     const char *name;      /* GGUF tensor name (points into the file) */

@@ -3,8 +3,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "gguf_write.h"
+#include "tokenizer/chat_template.h"
+#include "gguf/gguf_write.h"
 #include "support.h"
 
 /* A GGUF file holding only this template (or none, for NULL), opened. */

@@ -11,9 +11,9 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot.h"
 #include "graph.h"
-#include "half.h"
+#include "quant/half.h"
 #include "kv_cache.h"
-#include "quant.h"
+#include "quant/quant.h"
 #include "support.h"
 
 #define ARENA (8u << 20)
@@ -24,7 +24,7 @@ struct rig {
     uint8_t *arena;
     struct kv_cache kv;
     struct cpu_scratch s;
-    int64_t pos[16];
+    int pos, kv_len; /* the graph's POSITIONS (0, 1, ...) and KV_LEN inputs */
     struct weight w[16];
     void *wdata[16];
     int n_w;
@@ -41,9 +41,13 @@ static void rig_init(struct rig *r, int64_t nt)
     r->arena = aligned_alloc(256, ARENA);
     struct cpu_sizes sizes = { .k_max = 1024, .n_ctx = 64, .group = 4, .head_dim = 64, .n_threads = 2 };
     cr_assert_eq(cpu_scratch_init(&r->s, &sizes, &e), 0);
-    for (int t = 0; t < 16; t++)
-        r->pos[t] = t;
     rng_seed(&r->rng, 77);
+    r->pos = graph_add(&r->g, &(struct node_desc){ .op = OP_POSITIONS, .offset = 0 });
+    r->kv_len = graph_add(&r->g, &(struct node_desc){ .op = OP_KV_LEN, .offset = SLOT });
+    cr_assert(r->pos >= 0 && r->kv_len >= 0, "%s", r->g.err.msg);
+    for (int t = 0; t < nt; t++)
+        ((int32_t *)r->arena)[t] = t;
+    *(int32_t *)(r->arena + SLOT) = (int32_t)nt;
 }
 
 static void rig_free(struct rig *r)
@@ -92,7 +96,7 @@ static int input(struct rig *r, int64_t k, const float *cols)
     int32_t *ids = (int32_t *)(r->arena + r->g.node[tok].offset);
     for (int64_t t = 0; t < r->g.nt; t++)
         ids[t] = (int32_t)t;
-    return add(r, (struct node_desc){ .op = OP_EMBED, .src = { tok, -1 }, .w = { weight(r, TYPE_F32, k, r->g.nt, cols) } });
+    return add(r, (struct node_desc){ .op = OP_EMBED, .src = { tok, -1 }, .p.w = { weight(r, TYPE_F32, k, r->g.nt, cols) } });
 }
 
 static float *data(struct rig *r, int id) { return (float *)(r->arena + r->g.node[id].offset); }
@@ -100,7 +104,7 @@ static float *data(struct rig *r, int id) { return (float *)(r->arena + r->g.nod
 static void run(struct rig *r)
 {
     struct error e;
-    struct cpu_run run = { r->arena, r->pos, &r->kv, &r->s };
+    struct cpu_run run = { r->arena, &r->kv, &r->s, NULL, 0 };
     cr_assert_eq(cpu_execute(&r->g, &run, &e), 0, "%s", e.msg);
 }
 
@@ -128,7 +132,7 @@ ParameterizedTest(enum tensor_type *t, cpu_ops, matmul_matches_the_textbook_prod
           *rv = randoms(&r, n * 3, 1);
     const struct weight *w = weight(&r, *t, k, n, wv), *bias = weight(&r, TYPE_F32, n, 1, bv);
     int x = input(&r, k, xv), res = input(&r, n, rv);
-    int y = add(&r, (struct node_desc){ .op = OP_MATMUL_ADD, .src = { x, res }, .w = { w, bias } });
+    int y = add(&r, (struct node_desc){ .op = OP_MATMUL_ADD, .src = { x, res }, .p = { .w = { w }, .bias = { bias } } });
     run(&r);
     float *wd = malloc((size_t)(k * n) * sizeof *wd);
     dequant(w, wd);
@@ -160,16 +164,16 @@ Test(cpu_ops, fused_matmuls_equal_their_parts)
     const struct weight *wq = weight(&r, TYPE_Q4_K, k, 64, a), *wk = weight(&r, TYPE_Q6_K, k, 32, b),
                         *wv = weight(&r, TYPE_Q8_0, k, 32, c), *bq = weight(&r, TYPE_F32, 64, 1, bias);
     int x = input(&r, k, xv);
-    int q = add(&r, (struct node_desc){ .op = OP_MATMUL_QKV, .src = { x, -1 }, .w = { wq, wk, wv, bq } });
-    int kk = add(&r, (struct node_desc){ .op = OP_PART, .src = { q, -1 }, .i = 1 });
-    int vv = add(&r, (struct node_desc){ .op = OP_PART, .src = { q, -1 }, .i = 2 });
-    int q1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wq, bq } });
-    int k1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wk } });
-    int v1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wv } });
+    int q = add(&r, (struct node_desc){ .op = OP_MATMUL_QKV, .src = { x, -1 }, .p = { .w = { wq, wk, wv }, .bias = { bq } } });
+    int kk = add(&r, (struct node_desc){ .op = OP_PART, .src = { q, -1 }, .p.part = 1 });
+    int vv = add(&r, (struct node_desc){ .op = OP_PART, .src = { q, -1 }, .p.part = 2 });
+    int q1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p = { .w = { wq }, .bias = { bq } } });
+    int k1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wk } });
+    int v1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wv } });
     /* FFN_SWIGLU against matmul, matmul, silu, mul */
-    int ffn = add(&r, (struct node_desc){ .op = OP_FFN_SWIGLU, .src = { x, -1 }, .w = { wk, wv } });
-    int g = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wk } });
-    int u = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .w = { wv } });
+    int ffn = add(&r, (struct node_desc){ .op = OP_FFN_SWIGLU, .src = { x, -1 }, .p.w = { wk, wv } });
+    int g = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wk } });
+    int u = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wv } });
     int sg = add(&r, (struct node_desc){ .op = OP_SILU, .src = { g, -1 } });
     int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { sg, u } });
     int sw = add(&r, (struct node_desc){ .op = OP_SWIGLU, .src = { g, u } });
@@ -213,18 +217,18 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
     const struct weight *norm_w = weight(&r, TYPE_F32, k, 1, nw), *head_w = weight(&r, TYPE_F16, d, 1, hw),
                         *bias = weight(&r, TYPE_F32, k, 1, nw);
     int x = input(&r, k, xv), y = input(&r, k, yv);
-    int norm = add(&r, (struct node_desc){ .op = OP_RMS_NORM, .src = { x, -1 }, .w = { norm_w }, .f = { 1e-5f } });
-    int norm_q8 = add(&r, (struct node_desc){ .op = OP_RMS_NORM_Q8, .src = { x, -1 }, .w = { norm_w }, .f = { 1e-5f } });
-    int heads = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { x, -1 }, .i = d });
-    int hn = add(&r, (struct node_desc){ .op = OP_HEAD_NORM, .src = { heads, -1 }, .w = { head_w }, .f = { 1e-6f } });
-    int rope = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { hn, -1 }, .f = { 1e4f }, .i = ROPE_NEOX });
-    int fused = add(&r, (struct node_desc){ .op = OP_HEAD_NORM_ROPE, .src = { heads, -1 }, .w = { head_w },
-                                            .f = { 1e-6f, 1e4f }, .i = ROPE_NEOX });
-    int normal = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { heads, -1 }, .f = { 5e5f }, .i = ROPE_NORMAL });
+    int norm = add(&r, (struct node_desc){ .op = OP_RMS_NORM, .src = { x, -1 }, .p = { .w = { norm_w }, .eps = 1e-5f } });
+    int norm_q8 = add(&r, (struct node_desc){ .op = OP_RMS_NORM_Q8, .src = { x, -1 }, .p = { .w = { norm_w }, .eps = 1e-5f } });
+    int heads = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { x, -1 }, .p.head_dim = d });
+    int hn = add(&r, (struct node_desc){ .op = OP_HEAD_NORM, .src = { heads, -1 }, .p = { .w = { head_w }, .eps = 1e-6f } });
+    int rope = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { hn, r.pos }, .p = { .rope_base = 1e4f, .rope_style = ROPE_NEOX } });
+    int fused = add(&r, (struct node_desc){ .op = OP_HEAD_NORM_ROPE, .src = { heads, r.pos },
+                                            .p = { .w = { head_w }, .eps = 1e-6f, .rope_base = 1e4f, .rope_style = ROPE_NEOX } });
+    int normal = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { heads, r.pos }, .p = { .rope_base = 5e5f, .rope_style = ROPE_NORMAL } });
     int sum = add(&r, (struct node_desc){ .op = OP_ADD, .src = { x, y } });
     int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { x, y } });
     int silu = add(&r, (struct node_desc){ .op = OP_SILU, .src = { x, -1 } });
-    int biased = add(&r, (struct node_desc){ .op = OP_ADD_BIAS, .src = { y, -1 }, .w = { bias } });
+    int biased = add(&r, (struct node_desc){ .op = OP_ADD_BIAS, .src = { y, -1 }, .p.bias = { bias } });
     run(&r);
     cr_assert_eq(memcmp(data(&r, norm), data(&r, norm_q8), (size_t)k * 5 * 4), 0, "the CPU's RMS_NORM_Q8 writes f32");
     cr_assert_eq(memcmp(data(&r, fused), data(&r, rope), (size_t)k * 5 * 4), 0, "HEAD_NORM_ROPE = ROPE(HEAD_NORM)");
@@ -290,11 +294,11 @@ ParameterizedTest(struct kv_case *kc, cpu_ops, attention_matches_causal_softmax)
     cr_assert_eq(kv_init(&r.kv, kc->type, 1, 16, hkv, d, &e), 0, "%s", e.msg);
     r.g.layer = 0;
     float *qv = randoms(&r, d * h * nt, 1), *kv = randoms(&r, d * hkv * nt, 1), *vv = randoms(&r, d * hkv * nt, 1);
-    int q = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * h, qv), -1 }, .i = d });
-    int k = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, kv), -1 }, .i = d });
-    int v = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, vv), -1 }, .i = d });
-    int store = add(&r, (struct node_desc){ .op = OP_KV_STORE, .src = { k, v } });
-    int att = add(&r, (struct node_desc){ .op = OP_ATTENTION, .src = { q, store } });
+    int q = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * h, qv), -1 }, .p.head_dim = d });
+    int k = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, kv), -1 }, .p.head_dim = d });
+    int v = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, vv), -1 }, .p.head_dim = d });
+    int store = add(&r, (struct node_desc){ .op = OP_KV_STORE, .src = { k, v, r.pos } });
+    int att = add(&r, (struct node_desc){ .op = OP_ATTENTION, .src = { q, store, r.pos, r.kv_len } });
     run(&r);
     for (int64_t t = 0; t < nt; t++) {
         for (int64_t j = 0; j < h; j++) {

@@ -4,9 +4,9 @@
 #include <criterion/parameterized.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "support.h"
-#include "tensor_type.h"
+#include "quant/tensor_type.h"
 
 static void header(struct buf *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
 {

@@ -3,10 +3,10 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "gguf_write.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_write.h"
 #include "support.h"
-#include "tensor_type.h"
+#include "quant/tensor_type.h"
 
 static const char *write_all_types(void)
 {

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "gguf_write.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_write.h"
 #include "support.h"
-#include "tensor_type.h"
+#include "quant/tensor_type.h"
 
 static uint8_t *slurp(const char *path, size_t *n)
 {

@@ -231,7 +231,7 @@ Test(synth, bad_requests_are_one_line_errors)
 }
 
 #include "engine.h"
-#include "gguf_write.h"
+#include "gguf/gguf_write.h"
 
 /* A file without one of the tensors the description needs is refused,
  * naming it; an optional one (a Qwen2 bias) may be absent. */

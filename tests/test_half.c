@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "half.h"
+#include "quant/half.h"
 
 Test(half, every_f16_round_trips)
 {

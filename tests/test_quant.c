@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "half.h"
-#include "quant.h"
+#include "quant/half.h"
+#include "quant/quant.h"
 #include "support.h"
 
 #define N (QK_K * 64)

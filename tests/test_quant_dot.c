@@ -8,8 +8,8 @@
 #include <criterion/parameterized.h>
 #include <math.h>
 
-#include "quant.h"
-#include "quant_dot.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
 #include "support.h"
 
 #define N (QK_K * 16)

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gguf_write.h"
-#include "half.h"
-#include "quant.h"
+#include "gguf/gguf_write.h"
+#include "quant/half.h"
+#include "quant/quant.h"
 #include "support.h"
 
 #define NE0 512

@@ -15,7 +15,7 @@
 #include "engine.h"
 #include "model.h"
 #include "support.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define POSITIONS 64
 #define TOP 20

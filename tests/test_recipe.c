@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 
-#include "quantize_recipe.h"
+#include "quant/quantize_recipe.h"
 
 static enum tensor_type pick(const char *mix, const char *name, uint64_t ne0, uint64_t ne1, int n_layer,
                              bool has_output)

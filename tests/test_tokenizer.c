@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "support.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 struct case_ {
     char *text;

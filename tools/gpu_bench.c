@@ -7,7 +7,7 @@
 #include "cuda/device.h"
 #include "cuda/gemv.h"
 #include "cuda/quantize_q8_1.h"
-#include "quant.h"
+#include "quant/quant.h"
 #include "rng.h"
 
 static int fail_line(const struct error *e) { return fprintf(stderr, "gpu-bench: %s\n", e->msg), 1; }

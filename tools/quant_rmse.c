@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "quant.h"
+#include "quant/quant.h"
 #include "rng.h"
 
 static double now(void)

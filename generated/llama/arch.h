@@ -46,8 +46,6 @@ int llama_max_nodes(const void *hp);
 size_t llama_arena_bytes(const void *hp, int64_t nt, int64_t n_out);
 int llama_build(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
 
-/* kernels.c */
-extern const struct kernel_instance llama_kernels[];
-extern const int llama_n_kernels;
+/* kernels_cpu.c defines llama_cpu_kernels, which the registry lists. */
 
 #endif

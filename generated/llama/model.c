@@ -72,6 +72,7 @@ static const struct hparam_spec hparams[] = {
 };
 
 static int64_t n_layer(const void *hp) { return ((const struct llama_hparams *)hp)->n_layer; }
+static int64_t n_ctx(const void *hp) { return ((const struct llama_hparams *)hp)->n_ctx; }
 
 static const struct tensor_spec tensors[] = {
     { "tok_embd", "token_embd.weight", false, false, -1, 2, offsetof(struct llama_weights, tok_embd) },
@@ -123,12 +124,11 @@ const struct arch_def llama_arch = {
     .hparams = hparams,
     .n_hparams = sizeof hparams / sizeof hparams[0],
     .n_layer = n_layer,
+    .n_ctx = n_ctx,
     .tensors = tensors,
     .n_tensors = sizeof tensors / sizeof tensors[0],
     .tensor_shape = tensor_shape,
     .max_nodes = llama_max_nodes,
     .arena_bytes = llama_arena_bytes,
     .build = llama_build,
-    .kernels = llama_kernels,
-    .n_kernels = 9,
 };

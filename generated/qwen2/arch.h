@@ -49,8 +49,6 @@ int qwen2_max_nodes(const void *hp);
 size_t qwen2_arena_bytes(const void *hp, int64_t nt, int64_t n_out);
 int qwen2_build(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
 
-/* kernels.c */
-extern const struct kernel_instance qwen2_kernels[];
-extern const int qwen2_n_kernels;
+/* kernels_cpu.c defines qwen2_cpu_kernels, which the registry lists. */
 
 #endif

@@ -69,6 +69,7 @@ static const struct hparam_spec hparams[] = {
 };
 
 static int64_t n_layer(const void *hp) { return ((const struct qwen2_hparams *)hp)->n_layer; }
+static int64_t n_ctx(const void *hp) { return ((const struct qwen2_hparams *)hp)->n_ctx; }
 
 static const struct tensor_spec tensors[] = {
     { "tok_embd", "token_embd.weight", false, false, -1, 2, offsetof(struct qwen2_weights, tok_embd) },
@@ -126,12 +127,11 @@ const struct arch_def qwen2_arch = {
     .hparams = hparams,
     .n_hparams = sizeof hparams / sizeof hparams[0],
     .n_layer = n_layer,
+    .n_ctx = n_ctx,
     .tensors = tensors,
     .n_tensors = sizeof tensors / sizeof tensors[0],
     .tensor_shape = tensor_shape,
     .max_nodes = qwen2_max_nodes,
     .arena_bytes = qwen2_arena_bytes,
     .build = qwen2_build,
-    .kernels = qwen2_kernels,
-    .n_kernels = 9,
 };

@@ -48,8 +48,6 @@ int qwen3_max_nodes(const void *hp);
 size_t qwen3_arena_bytes(const void *hp, int64_t nt, int64_t n_out);
 int qwen3_build(struct graph *g, const void *hp, const void *weights, int64_t nt, int64_t n_out);
 
-/* kernels.c */
-extern const struct kernel_instance qwen3_kernels[];
-extern const int qwen3_n_kernels;
+/* kernels_cpu.c defines qwen3_cpu_kernels, which the registry lists. */
 
 #endif

@@ -72,6 +72,7 @@ static const struct hparam_spec hparams[] = {
 };
 
 static int64_t n_layer(const void *hp) { return ((const struct qwen3_hparams *)hp)->n_layer; }
+static int64_t n_ctx(const void *hp) { return ((const struct qwen3_hparams *)hp)->n_ctx; }
 
 static const struct tensor_spec tensors[] = {
     { "tok_embd", "token_embd.weight", false, false, -1, 2, offsetof(struct qwen3_weights, tok_embd) },
@@ -127,12 +128,11 @@ const struct arch_def qwen3_arch = {
     .hparams = hparams,
     .n_hparams = sizeof hparams / sizeof hparams[0],
     .n_layer = n_layer,
+    .n_ctx = n_ctx,
     .tensors = tensors,
     .n_tensors = sizeof tensors / sizeof tensors[0],
     .tensor_shape = tensor_shape,
     .max_nodes = qwen3_max_nodes,
     .arena_bytes = qwen3_arena_bytes,
     .build = qwen3_build,
-    .kernels = qwen3_kernels,
-    .n_kernels = 9,
 };

@@ -49,19 +49,19 @@ void cpu_scratch_free(struct cpu_scratch *s);
  * on the calling thread; returns when all are done. */
 void cpu_run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
 
+struct cpu_kernel;
+
 struct cpu_run {
-    uint8_t *arena;           /* the graph's activations */
-    const int64_t *pos;       /* position of each of the graph's nt tokens */
+    uint8_t *arena;           /* the graph's activations, its inputs among them */
     struct kv_cache *kv;
     struct cpu_scratch *s;
+    const struct cpu_kernel *kernels; /* the build's instantiations for this architecture */
+    int n_kernels;
 };
 
-/* Whether the CPU backend has a kernel for op (all of the op table today);
- * an engine checks every node before running a graph. */
-bool cpu_supports(enum op op);
-
-/* Runs every node of g in order. An op the backend cannot do, or a weight
- * type it cannot read, is an error naming the node. */
+/* Runs every node of g in order (the CPU backend's execute). An op the
+ * backend cannot do, or a weight type it cannot read, is an error naming
+ * the node. */
 int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e);
 
 /* The op families (cpu_ops.c, cpu_matmul.c), each on one node. */

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
+#include "cpu/cpu.h"
 #include "cpu/cpu_dot.h"
 
 struct att_job {
@@ -27,6 +27,7 @@ CPU_SIMD static void *attend(void *arg)
     const struct node *q = &j->g->node[j->n->src[0]];
     const struct cpu_run *r = j->r;
     const float *qd = (const float *)cpu_data(j->g, r, j->n->src[0]);
+    const int32_t *pos = (const int32_t *)cpu_data(j->g, r, j->n->src[2]);
     float *y = (float *)cpu_data(j->g, r, (int)(j->n - j->g->node));
     int64_t d = q->ne[0], h = q->ne[1], group = h / r->kv->n_head_kv, n_ctx = r->kv->n_ctx, nq = j->nc * group;
     const float scale = 1.0f / sqrtf((float)d);
@@ -38,7 +39,7 @@ CPU_SIMD static void *attend(void *arg)
     float *qt = row + d, *s = qt + nq8 * d;
     int64_t last = 0;
     for (int64_t c = j->c0; c < j->c0 + j->nc; c++)
-        last = r->pos[c] > last ? r->pos[c] : last;
+        last = pos[c] > last ? pos[c] : last;
     memset(qt, 0, (size_t)(nq8 * d) * sizeof *qt);
     for (int64_t t = 0; t < nq; t++) {
         const float *qi = qd + ((j->c0 + t / group) * h + j->kvh * group + t % group) * d;
@@ -59,11 +60,11 @@ CPU_SIMD static void *attend(void *arg)
             scores[t * n_ctx + p] = s[t] * scale;
     }
     for (int64_t t = 0; t < nq; t++) {
-        int64_t pos = r->pos[j->c0 + t / group];
+        int64_t at = pos[j->c0 + t / group];
         float *sc = scores + t * n_ctx, max = -INFINITY, sum = 0;
-        for (int64_t p = 0; p <= pos; p++)
+        for (int64_t p = 0; p <= at; p++)
             max = sc[p] > max ? sc[p] : max;
-        for (int64_t p = 0; p <= pos; p++) {
+        for (int64_t p = 0; p <= at; p++) {
             sc[p] = expf(sc[p] - max);
             sum += sc[p];
         }
@@ -73,7 +74,7 @@ CPU_SIMD static void *attend(void *arg)
     for (int64_t p = 0; p <= last; p++) {
         kv_load_row(r->kv, r->kv->v, j->n->layer, j->kvh, p, row);
         for (int64_t t = 0; t < nq; t++) {
-            if (p > r->pos[j->c0 + t / group])
+            if (p > pos[j->c0 + t / group])
                 continue;
             const float wgt = scores[t * n_ctx + p] / sums[t];
             float *a = acc + t * d;

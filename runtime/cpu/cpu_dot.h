@@ -87,8 +87,25 @@ static inline __attribute__((always_inline)) void cpu_dot_block(const float *w, 
 #define CPU_SIMD
 #endif
 
-/* A block dot product of a fixed length (generated kernels.c instantiates these). */
+/* A block dot product of a fixed length (generated kernels_cpu.c instantiates these). */
 typedef void (*cpu_dot_fn)(const float *w, int64_t nr, const float *x, int64_t nc, float *y, int64_t ldy);
+
+/* One instantiation: the op and the sizes it was made for (k: the row
+ * length, n: the output rows). */
+struct cpu_kernel {
+    int op;
+    int64_t k, n;
+    cpu_dot_fn dot;
+};
+
+/* Each compiled architecture's instantiations (generated kernels_cpu.c,
+ * listed by the generated registry), up to an entry whose dot is NULL. */
+struct cpu_kernel_table {
+    const char *arch;   /* arch_def.name */
+    const struct cpu_kernel *kernels;
+};
+extern const struct cpu_kernel_table cpu_kernel_tables[];
+extern const int cpu_kernel_table_count;
 
 #define CPU_DOT_INSTANCE(K) \
     CPU_SIMD static void cpu_dot_##K(const float *w, int64_t nr, const float *x, int64_t nc, float *y, int64_t ldy) \

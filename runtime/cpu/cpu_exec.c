@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
+#include "cpu/cpu.h"
 
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e)
 {
@@ -50,25 +50,12 @@ void cpu_run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *))
         pthread_join(th[t], NULL);
 }
 
-bool cpu_supports(enum op op)
-{
-    switch (op) {
-    case OP_TOKENS: case OP_HEADS: case OP_OUTPUTS: case OP_PART: case OP_EMBED: case OP_RMS_NORM:
-    case OP_RMS_NORM_Q8: case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE: case OP_ADD: case OP_MUL:
-    case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: case OP_KV_STORE: case OP_ATTENTION: case OP_MATMUL:
-    case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_SWIGLU:
-        return true;
-    default:
-        return false;
-    }
-}
-
 int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)
 {
     for (int i = 0; i < g->n; i++) {
         const struct node *n = &g->node[i];
         switch (n->op) {
-        case OP_TOKENS: case OP_HEADS: case OP_OUTPUTS: case OP_PART:
+        case OP_TOKENS: case OP_POSITIONS: case OP_KV_LEN: case OP_HEADS: case OP_OUTPUTS: case OP_PART:
             break; /* inputs, views, and outputs their producer writes */
         case OP_EMBED: cpu_embed(g, n, r); break;
         case OP_RMS_NORM: case OP_RMS_NORM_Q8: cpu_rms_norm(g, n, r); break;

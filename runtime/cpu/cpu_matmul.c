@@ -9,10 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "arch_def.h"
-#include "cpu.h"
+#include "cpu/cpu.h"
 #include "cpu/cpu_dot.h"
-#include "quant.h"
+#include "quant/quant.h"
 
 
 enum mode { PRODUCT, SWIGLU_UP }; /* y = w x, or y = silu(y) * (w x) */
@@ -107,13 +106,16 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
     int64_t nt = xn->ne[1];
     float *y = (float *)cpu_data(g, r, (int)(n - g->node));
     struct cpu_scratch *s = r->s;
-    cpu_dot_fn dot = n->kernel ? n->kernel->cpu_dot : NULL;
+    cpu_dot_fn dot = NULL; /* the build's instantiation for this op and size, if it made one */
+    for (int k = 0; k < r->n_kernels && !dot; k++)
+        if (r->kernels[k].op == (int)n->op && r->kernels[k].k == xn->ne[0] && r->kernels[k].n == n->ne[0])
+            dot = r->kernels[k].dot;
     switch (n->op) {
     case OP_MATMUL:
     case OP_MATMUL_ADD:
-        if (rows_in_parallel(n->w[0], dot, x, nt, y, PRODUCT, s, e))
+        if (rows_in_parallel(n->p.w[0], dot, x, nt, y, PRODUCT, s, e))
             return -1;
-        add_bias(n->w[1], n->ne[0], nt, y, s->row);
+        add_bias(n->p.bias[0], n->ne[0], nt, y, s->row);
         if (n->op == OP_MATMUL_ADD) {
             const float *res = (const float *)cpu_data(g, r, n->src[1]);
             for (int64_t i = 0; i < n->ne[0] * nt; i++)
@@ -125,15 +127,15 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
             return fail(e, "MATMUL_QKV has no PART outputs");
         float *out[3] = { y, (float *)cpu_data(g, r, n->part[0]), (float *)cpu_data(g, r, n->part[1]) };
         for (int k = 0; k < 3; k++) {
-            if (rows_in_parallel(n->w[k], dot, x, nt, out[k], PRODUCT, s, e))
+            if (rows_in_parallel(n->p.w[k], dot, x, nt, out[k], PRODUCT, s, e))
                 return -1;
-            add_bias(n->w[3 + k], n->w[k]->ne[1], nt, out[k], s->row);
+            add_bias(n->p.bias[k], n->p.w[k]->ne[1], nt, out[k], s->row);
         }
         return 0;
     }
     case OP_FFN_SWIGLU:
         /* the gate into y, then each up row combined with it: y = silu(gate) * up */
-        return rows_in_parallel(n->w[0], dot, x, nt, y, PRODUCT, s, e) || rows_in_parallel(n->w[1], dot, x, nt, y, SWIGLU_UP, s, e)
+        return rows_in_parallel(n->p.w[0], dot, x, nt, y, PRODUCT, s, e) || rows_in_parallel(n->p.w[1], dot, x, nt, y, SWIGLU_UP, s, e)
                    ? -1
                    : 0;
     default:

@@ -4,14 +4,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "quant.h"
+#include "cpu/cpu.h"
+#include "quant/quant.h"
 
 static int index_of(const struct graph *g, const struct node *n) { return (int)(n - g->node); }
 
 void cpu_embed(const struct graph *g, const struct node *n, struct cpu_run *r)
 {
-    const struct weight *w = n->w[0];
+    const struct weight *w = n->p.w[0];
     const int32_t *ids = (const int32_t *)cpu_data(g, r, n->src[0]);
     float *y = (float *)cpu_data(g, r, index_of(g, n));
     int64_t d = w->ne[0];
@@ -37,14 +37,14 @@ void cpu_rms_norm(const struct graph *g, const struct node *n, struct cpu_run *r
     const float *x = (const float *)cpu_data(g, r, n->src[0]);
     uint8_t *out = cpu_data(g, r, index_of(g, n));
     int64_t d = n->ne[0];
-    dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
+    dequantize_row(n->p.w[0]->type, n->p.w[0]->data, r->s->row, d);
     for (int64_t c = 0; c < n->ne[1]; c++)
-        rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->f[0]);
+        rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->p.eps);
 }
 
 /* Rotates one head vector in place for position pos. The angle is formed in
  * double, so long positions do not drift. */
-static void rope_row(float *x, int64_t d, int64_t pos, float base, int style)
+static void rope_row(float *x, int64_t d, int64_t pos, float base, enum rope_style style)
 {
     for (int64_t i = 0; i < d / 2; i++) {
         double theta = (double)pos * pow((double)base, -2.0 * (double)i / (double)d);
@@ -63,19 +63,19 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
     float *y = (float *)cpu_data(g, r, index_of(g, n));
     int64_t d = n->ne[0], h = n->ne[1];
     bool norm = n->op != OP_ROPE, rope = n->op != OP_HEAD_NORM;
-    float base = n->op == OP_ROPE ? n->f[0] : n->f[1];
+    const int32_t *pos = rope ? (const int32_t *)cpu_data(g, r, n->src[1]) : NULL;
     if (norm)
-        dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
+        dequantize_row(n->p.w[0]->type, n->p.w[0]->data, r->s->row, d);
     for (int64_t c = 0; c < n->ne[2]; c++) {
         for (int64_t k = 0; k < h; k++) {
             const float *xi = x + (c * h + k) * d;
             float *yi = y + (c * h + k) * d;
             if (norm)
-                rms_norm_row(xi, r->s->row, yi, d, n->f[0]);
+                rms_norm_row(xi, r->s->row, yi, d, n->p.eps);
             else if (yi != xi)
                 memcpy(yi, xi, (size_t)d * sizeof *yi);
             if (rope)
-                rope_row(yi, d, r->pos[c], base, (int)n->i);
+                rope_row(yi, d, pos[c], n->p.rope_base, n->p.rope_style);
         }
     }
 }
@@ -93,7 +93,7 @@ void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run
     case OP_SILU: for (int64_t i = 0; i < count; i++) y[i] = cpu_silu(a[i]); break;
     case OP_SWIGLU: for (int64_t i = 0; i < count; i++) y[i] = cpu_silu(a[i]) * b[i]; break;
     case OP_ADD_BIAS:
-        dequantize_row(n->w[0]->type, n->w[0]->data, r->s->row, d);
+        dequantize_row(n->p.bias[0]->type, n->p.bias[0]->data, r->s->row, d);
         for (int64_t i = 0; i < count; i++)
             y[i] = a[i] + r->s->row[i % d];
         break;
@@ -105,11 +105,12 @@ void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r
 {
     const struct node *k = &g->node[n->src[0]];
     const float *kd = (const float *)cpu_data(g, r, n->src[0]), *vd = (const float *)cpu_data(g, r, n->src[1]);
+    const int32_t *pos = (const int32_t *)cpu_data(g, r, n->src[2]);
     int64_t d = k->ne[0], h = k->ne[1];
     for (int64_t c = 0; c < k->ne[2]; c++) {
         for (int64_t j = 0; j < h; j++) {
-            kv_store_row(r->kv, r->kv->k, n->layer, j, r->pos[c], kd + (c * h + j) * d);
-            kv_store_row(r->kv, r->kv->v, n->layer, j, r->pos[c], vd + (c * h + j) * d);
+            kv_store_row(r->kv, r->kv->k, n->layer, j, pos[c], kd + (c * h + j) * d);
+            kv_store_row(r->kv, r->kv->v, n->layer, j, pos[c], vd + (c * h + j) * d);
         }
     }
 }

@@ -1,5 +1,5 @@
 /* device.cu: the CUDA device layer (see device.h). */
-#include "device.h"
+#include "cuda/device.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>

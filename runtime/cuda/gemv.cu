@@ -1,12 +1,12 @@
 /* gemv.cu: decode GEMV over Q8_1 activations (see gemv.h). Each warp owns
  * one row; lane i takes the row's 32-element blocks i, i + 32, ... and keeps
  * one float sum, and the warp adds the 32 sums in a butterfly. */
-#include "gemv.h"
+#include "cuda/gemv.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "device.h"
+#include "cuda/device.h"
 
 #define ROWS_PER_CTA 4
 

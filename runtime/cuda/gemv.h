@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "tensor_type.h"
+#include "quant/tensor_type.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,12 +3,12 @@
  * butterfly shuffles (max and integer sum are exact in any order), and the
  * arithmetic is the CPU reference's, step for step: d = amax/127, id = 1/d,
  * q = roundf(x*id), s = d*sum, each rounded once (no fast math, no FMA). */
-#include "quantize_q8_1.h"
+#include "cuda/quantize_q8_1.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "device.h"
+#include "cuda/device.h"
 
 #define WARPS_PER_CTA 8
 

@@ -10,9 +10,9 @@
 #include "cuda/device.h"
 #include "cuda/gemv.h"
 #include "cuda/quantize_q8_1.h"
-#include "half.h"
-#include "quant.h"
-#include "quant_dot.h"
+#include "quant/half.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
 #include "rng.h"
 
 static int failures_in_test;

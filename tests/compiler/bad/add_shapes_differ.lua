@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/add_shapes_differ.lua:24: g.mul: shapes differ: [(2 * n_embd), nt] and [n_embd, nt]
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/bad_default.lua:6: hparam 'n_layer': default: unknown name 'n_heads'
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf("{arch}.block_count", { default = "n_embd / n_heads" }),
     n_vocab = array_length "tokenizer.ggml.tokens",

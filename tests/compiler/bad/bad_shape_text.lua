@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/bad_shape_text.lua:16: tensor 'ffn_up': shape "n_embd +": expected a number, a name or '(' at 'end of text'
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/float_in_shape.lua:16: tensor 'ffn_up': shape "eps": unknown name 'eps'
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

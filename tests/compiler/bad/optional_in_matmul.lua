@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/optional_in_matmul.lua:24: g.matmul: tensor 'ffn_b' is optional; only g.add_bias accepts optional tensors
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

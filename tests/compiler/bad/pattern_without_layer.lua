@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/pattern_without_layer.lua:15: layer tensor 'ffn_norm': name pattern "blk.ffn_norm.weight" needs exactly one %d for the layer number
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

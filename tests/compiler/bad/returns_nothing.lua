@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/returns_nothing.lua: forward must return the logits (a g.* value), it returned nil
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

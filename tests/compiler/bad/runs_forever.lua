@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/runs_forever.lua:21: the description ran for more than 100000000 instructions (an endless loop?)
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

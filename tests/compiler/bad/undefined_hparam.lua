@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/undefined_hparam.lua:23: no hyperparameter 'epsilon' is declared
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

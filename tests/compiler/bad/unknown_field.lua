@@ -2,7 +2,7 @@
 return arch {
   gguf_name = "tiny",
   hparam = {},
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

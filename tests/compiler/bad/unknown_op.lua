@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/unknown_op.lua:23: unknown op g.frobnicate (see docs/adding-an-architecture.md for the vocabulary)
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

@@ -1,7 +1,7 @@
 -- expect: tests/compiler/bad/value_escapes_loop.lua:27: g.matmul: argument 2 was made inside g.layers; only the values its function returns carry over
 return arch {
   gguf_name = "tiny",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

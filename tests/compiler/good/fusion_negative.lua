@@ -2,7 +2,7 @@
 -- these alone (see tests/test_compiler.c).
 return arch {
   gguf_name = "negative",
-  hparams = {
+  hparams = { n_ctx = gguf "{arch}.context_length",
     n_embd  = gguf "{arch}.embedding_length",
     n_layer = gguf "{arch}.block_count",
     n_vocab = array_length "tokenizer.ggml.tokens",

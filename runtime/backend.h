@@ -1,0 +1,61 @@
+/* backend.h: what the engine asks of a backend. A backend is a table of
+ * operations chosen once, at load; the engine never names a backend's
+ * internals. The backend owns the engine's device memory: the activation
+ * arena the graphs are planned into and the KV cache. Placement is decided
+ * before anything runs, node by node (supports), for every graph the engine
+ * keeps; there is no fallback in the middle of a run. */
+#ifndef MINFER_BACKEND_H
+#define MINFER_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "graph.h"
+#include "kv_cache.h"
+#include "model.h"
+
+/* What a backend's per-engine state is sized for. */
+struct backend_sizes {
+    size_t arena_bytes;   /* the largest graph's plan */
+    enum kv_type kv_type;
+    int n_layer;
+    int64_t n_ctx, n_head_kv, head_dim;
+    int64_t n_head;       /* query heads */
+    int64_t k_max;        /* the longest weight row */
+    int n_threads;        /* CPU threads (the CPU backend) */
+};
+
+struct backend {
+    const char *name;     /* "cpu", "cuda" */
+    /* Whether this build and machine can run it at all; if not, e says why. */
+    bool (*available)(struct error *e);
+    /* Whether it can run node i of g, judged on the whole node (op, shapes,
+     * weight types); if not, e names what it refuses. */
+    bool (*supports)(const struct graph *g, int i, struct error *e);
+    /* Its state for one engine: arena, KV cache, scratch; the model's weights
+     * registered (uploaded, repacked) once. */
+    int (*init)(void **state, const struct model *m, const struct backend_sizes *z, struct error *e);
+    void (*free)(void *state);
+    /* Writes an input node's data (token ids, positions, KV length) before a run. */
+    int (*write_input)(void *state, const struct graph *g, int node, const void *data, size_t bytes, struct error *e);
+    /* Runs every node of g. */
+    int (*execute)(void *state, const struct graph *g, struct error *e);
+    /* Reads n floats of node's output, from column first on. */
+    int (*read_output)(void *state, const struct graph *g, int node, int64_t first, size_t n, float *out,
+                       struct error *e);
+    /* The index of the largest of the last column of node's output (lowest on ties, NaNs ignored). */
+    int (*read_argmax)(void *state, const struct graph *g, int node, int32_t *out, struct error *e);
+    /* A line describing what it runs on, for the user ("2 threads", "NVIDIA H200"). */
+    void (*describe)(void *state, char *buf, size_t n);
+};
+
+extern const struct backend cpu_backend;
+
+/* The backend a --device name asks for: "cpu", "cuda", or "auto" (CUDA where
+ * this build has the backend and a device, else the CPU). NULL with e set
+ * when the named one cannot run here. */
+const struct backend *backend_choose(const char *device, struct error *e);
+
+#endif

@@ -1,0 +1,36 @@
+/* chat_template.h: the chat formats minfer speaks. A GGUF file carries its
+ * format as a Jinja template (tokenizer.chat_template), which minfer does
+ * not run: it recognizes the template by its markers (ChatML as Qwen uses
+ * it, Llama 3's headers) and reads the default system message a template
+ * writes when the conversation has none. Any other template is an error
+ * naming it, unless a format is forced. */
+#ifndef MINFER_CHAT_TEMPLATE_H
+#define MINFER_CHAT_TEMPLATE_H
+
+#include "error.h"
+#include "gguf/gguf.h"
+
+enum chat_format { CHAT_CHATML, CHAT_LLAMA3 };
+
+struct chat_template {
+    enum chat_format format;
+    char default_system[1024]; /* the template's system message when none is given; "" for none */
+};
+
+/* Chooses the format from g's template, or the one named by forced
+ * ("chatml", "llama3") when it is not NULL. */
+int chat_template_detect(const struct gguf *g, const char *forced, struct chat_template *t, struct error *e);
+
+/* The text of a whole message of role ("system", "user", "assistant"), into
+ * buf (size n); -1 when it does not fit. */
+int chat_message(const struct chat_template *t, const char *role, const char *content, char *buf, size_t n);
+
+/* The text that opens the assistant's reply; the model ends it with
+ * chat_end_of_turn(), after which the context gets chat_after_turn(). */
+const char *chat_reply_prefix(const struct chat_template *t);
+const char *chat_end_of_turn(const struct chat_template *t);
+const char *chat_after_turn(const struct chat_template *t);
+
+const char *chat_format_name(enum chat_format f);
+
+#endif

@@ -1,0 +1,69 @@
+/* tokenizer.h: byte-level BPE from GGUF metadata (tokenizer.ggml.model
+ * "gpt2": tokens, merges, token types), with the Qwen2 or Llama 3
+ * pre-tokenizer (tokenizer.ggml.pre "qwen2" or "llama-bpe"; others are
+ * refused rather than guessed) and the
+ * special/control tokens (<|im_start|> ...) matched before BPE. Decoding
+ * turns ids back into bytes; a streaming decoder holds back incomplete UTF-8
+ * so no half character is ever printed. */
+#ifndef MINFER_TOKENIZER_H
+#define MINFER_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "gguf/gguf.h"
+#include "tokenizer/pretokenize.h"
+
+struct merge_entry;
+
+struct tokenizer {
+    int32_t n_vocab;
+    const char **text;        /* token strings (byte-level alphabet), into the file */
+    uint32_t *len;
+    int32_t *type;            /* tokenizer.ggml.token_type, 1 normal, 3 control, 4 user-defined */
+    int32_t *index;           /* open-addressing hash of token strings -> id + 1 */
+    uint32_t index_mask;
+    struct merge_entry *merges;
+    uint32_t merge_mask;
+    int32_t byte_id[256];     /* the token of each single byte */
+    int32_t *special;         /* control and user-defined tokens, longest first */
+    int n_special;
+    int32_t bos, eos;         /* -1 when the file names none */
+    bool add_bos;             /* a text starts with bos (tokenizer.ggml.add_bos_token) */
+    enum pretokenizer pre;    /* tokenizer.ggml.pre: how text is split before BPE */
+};
+
+/* Reads the vocabulary from g; the tokenizer keeps pointers into g's data. */
+int tokenizer_load(struct tokenizer *t, const struct gguf *g, struct error *e);
+void tokenizer_free(struct tokenizer *t);
+
+/* Encodes n bytes of text. With parse_special, special token strings in the
+ * text become their ids; otherwise they are encoded as plain text. The ids go
+ * to *out (grown with realloc; *n_out is the count, *cap the capacity). */
+int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool parse_special, int32_t **out,
+                     size_t *n_out, size_t *cap, struct error *e);
+
+/* Appends the BOS token to *out as tokenizer_encode appends ids. */
+int tokenizer_push_bos(const struct tokenizer *t, int32_t **out, size_t *n_out, size_t *cap, struct error *e);
+
+/* The token id of an exact token string, or -1. */
+int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n);
+
+/* The bytes token id stands for, into buf (up to cap); returns the length
+ * (which may exceed cap: then only cap bytes were written). */
+size_t tokenizer_piece(const struct tokenizer *t, int32_t id, char *buf, size_t cap);
+
+/* Streaming decode: push ids, get back only whole UTF-8 characters. */
+struct detokenizer {
+    char pending[8];
+    int n_pending;
+};
+
+/* Appends the printable part of token id to out (cap bytes); returns its length. */
+size_t detokenize_push(struct detokenizer *d, const struct tokenizer *t, int32_t id, char *out, size_t cap);
+/* What is still held back at the end (bytes of a character never finished). */
+size_t detokenize_flush(struct detokenizer *d, char *out, size_t cap);
+
+#endif
