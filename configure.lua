@@ -172,7 +172,7 @@ for _, t in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c", "registry.
   table.insert(templates, S .. "/templates/" .. t .. ".tmpl")
 end
 local tdeps = table.concat(templates, " ")
-local function gen_arch(arch, prefix, specialize)
+local function gen_arch(arch, prefix, specialize, flags)
   local dir = "generated/" .. prefix
   local outs = {}
   for _, f in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c" }) do table.insert(outs, dir .. "/" .. f) end
@@ -181,7 +181,7 @@ local function gen_arch(arch, prefix, specialize)
   for _, a in ipairs(arch and { arch } or archs) do table.insert(inputs, S .. "/archs/" .. a .. ".lua") end
   edge(("build %s: compile_arch %s | %s/minfer-compile %s\n  arch = %s\n  outdir = %s\n  flags = %s"):format(
     table.concat(outs, " "), table.concat(inputs, " "), B, tdeps, arch and ("archs/" .. arch .. ".lua") or "", dir,
-    specialize and ("--specialize '" .. specialize .. "' --prefix " .. prefix) or ""))
+    specialize and ("--specialize '" .. specialize .. "' --prefix " .. prefix) or flags or ""))
   local objs = {}
   for _, f in ipairs({ "model", "graph", "kernels_cpu" }) do
     local o = ("obj/generated/%s/%s.o"):format(prefix, f)
@@ -228,8 +228,16 @@ for _, f in ipairs(tests) do
 end
 edge(("build %s/obj/tests/support.o: cc %s/tests/support/support.c"):format(B, S))
 table.insert(test_objs, B .. "/obj/tests/support.o")
-edge(("build %s/minfer-tests: link %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
-  B, table.concat(test_objs, " "), generic, B))
+-- The tests also get each architecture compiled without fusion, to check
+-- that every plain op's shape rules agree and that fusion keeps the bits.
+local unfused_objs = {}
+for _, a in ipairs(archs) do
+  for _, o in ipairs(gen_arch(a, a .. "_unfused", nil, "--no-fuse --prefix " .. a .. "_unfused")) do
+    table.insert(unfused_objs, o)
+  end
+end
+edge(("build %s/minfer-tests: link %s %s %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
+  B, table.concat(test_objs, " "), table.concat(unfused_objs, " "), generic, B))
 -- The real-model suite is its own binary: it needs the model (tools/fetch-model.sh)
 -- and a release build's speed, so tools/test.sh runs it on the release build.
 edge(("build %s/obj/tests/test_real_model.o: cc %s/tests/test_real_model.c\n  extra_cflags = $criterion_cflags -I$src/tests/support"):format(B, S))

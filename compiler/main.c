@@ -24,14 +24,14 @@
 
 struct options {
     const char *arch, *out, *dot, *specialize, *prefix, *templates, *registry, *arch_of;
-    bool dump;
+    bool dump, no_fuse;
     const char *rest[64];
     int n_rest;
 };
 
 static const char usage[] =
     "usage: minfer-compile ARCH.lua [--out DIR] [--specialize PRESET|FILE.gguf --prefix P] [--templates DIR]\n"
-    "                      [--dump-ir] [--dot FILE]\n"
+    "                      [--dump-ir] [--dot FILE] [--no-fuse]\n"
     "       minfer-compile --registry OUT.c [--templates DIR] PREFIX...\n"
     "       minfer-compile --arch-of PRESET|FILE.gguf\n";
 
@@ -49,6 +49,8 @@ static int parse(int argc, char **argv, struct options *o)
                 v = k;
         if (strcmp(a, "--dump-ir") == 0)
             o->dump = true;
+        else if (strcmp(a, "--no-fuse") == 0)
+            o->no_fuse = true;
         else if (strcmp(a, "--help") == 0)
             return fputs(usage, stdout), 1;
         else if (v >= 0) {
@@ -99,7 +101,8 @@ static int compile(const struct options *o, struct error *e)
         dump_dot_begin(dot, &ir);
         dump_dot_layer(dot, &ir, "one layer before fusion", 0);
     }
-    pass_fuse(&ir, NULL);
+    if (!o->no_fuse) /* --no-fuse: the ops as the description wrote them (the tests compare the two) */
+        pass_fuse(&ir, NULL);
     if (pass_shape(&ir, e))
         return fail_prefix(e, "after fusion");
     if (dot) {

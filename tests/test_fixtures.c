@@ -121,7 +121,9 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     }
     cr_log_info("%s %s: worst relative logit difference %.3g", f->config, f->type, worst);
     for (int i = 0; i < N_GREEDY; i++) {
-        int32_t next = argmax(en.logits, N_VOCAB);
+        int32_t next = argmax(en.logits, N_VOCAB), found;
+        cr_assert_eq(engine_argmax(&en, &found, &e), 0, "%s", e.msg);
+        cr_assert_eq(found, next, "the backend's argmax %d, the logits' %d", found, next);
         cr_assert_eq(next, want_greedy[i], "%s %s: greedy token %d is %d, transformers chose %d", f->config, f->type, i,
                      next, want_greedy[i]);
         cr_assert_eq(engine_eval(&en, &next, 1, &e), 0, "%s", e.msg);

@@ -46,15 +46,13 @@ static void check_plan(const struct graph *g)
     int n = g->n;
     int *first = malloc((size_t)n * sizeof *first), *last = malloc((size_t)n * sizeof *last);
     for (int i = 0; i < n; i++) {
-        /* a PART is written when the MATMUL_QKV it belongs to runs */
-        first[i] = g->node[i].op == OP_PART ? g->node[i].src[0] : i;
+        /* a PART is written when the MATMUL_QKV it belongs to runs; inputs before the graph runs */
+        first[i] = g->node[i].op == OP_PART ? g->node[i].src[0] : op_kind(g->node[i].op) == OPK_INPUT ? -1 : i;
         last[i] = first[i];
     }
     for (int i = 0; i < n; i++) {
         const struct node *x = &g->node[i];
-        int nsrc = x->op == OP_ADD || x->op == OP_MUL || x->op == OP_SWIGLU || x->op == OP_MATMUL_ADD ||
-                   x->op == OP_KV_STORE || x->op == OP_ATTENTION ? 2 : x->op == OP_TOKENS ? 0 : 1;
-        for (int s = 0; s < nsrc; s++) {
+        for (int s = 0; s < op_n_src(x->op); s++) {
             int o = owner(g, x->src[s]);
             last[o] = i > last[o] ? i : last[o];
         }
@@ -277,4 +275,43 @@ Test(graph_plan, missing_tensors_are_named_and_optional_ones_may_be_absent, .tim
         }
     }
     gguf_free(&g);
+}
+
+/* Each architecture compiled without fusion (--no-fuse): every plain op's
+ * runtime shape rule agrees with the compiler's (graph_add checks each node
+ * against the shape the generated code passes), and the fused graph gives
+ * the unfused one's logits bit for bit, since every fused CPU kernel does
+ * its parts' arithmetic in their order. */
+extern const struct arch_def qwen3_unfused_arch, qwen2_unfused_arch, llama_unfused_arch;
+
+ParameterizedTestParameters(graph_plan, fusion_keeps_the_bits)
+{
+    return cr_make_param_array(struct tiny, tinies, sizeof tinies / sizeof tinies[0]);
+}
+
+ParameterizedTest(struct tiny *t, graph_plan, fusion_keeps_the_bits, .timeout = 120)
+{
+    const char *path = synth(t, "q8_0");
+    const struct arch_def *unfused = strcmp(t->arch, "qwen3") == 0   ? &qwen3_unfused_arch
+                                     : strcmp(t->arch, "qwen2") == 0 ? &qwen2_unfused_arch
+                                                                     : &llama_unfused_arch;
+    int32_t ids[7] = { 5, 17, 250, 3, 99, 120, 7 };
+    static float logits[2][7 * 300];
+    for (int k = 0; k < 2; k++) {
+        struct model m;
+        struct error e;
+        cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
+        if (k == 1)
+            m.arch = unfused; /* the same hyperparameters and weights, bound by the same description */
+        struct engine en;
+        struct engine_config cfg = { .n_ctx = 32, .n_batch = 4, .kv_type = KV_F32, .n_threads = 2, .logits_all = true };
+        cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+        cr_assert_eq(engine_eval_logits(&en, ids, 7, logits[k], &e), 0, "%s", e.msg);
+        if (k == 1) /* plain ops only */
+            for (int i = 0; i < en.graphs[ENGINE_OTHER].g.n; i++)
+                cr_assert_not(op_is_fused(en.graphs[ENGINE_OTHER].g.node[i].op), "%s has a fused op", unfused->name);
+        engine_free(&en);
+        model_close(&m);
+    }
+    cr_assert_eq(memcmp(logits[0], logits[1], sizeof logits[0]), 0, "%s: the fused graph's logits differ", t->arch);
 }

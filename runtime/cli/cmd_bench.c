@@ -10,7 +10,7 @@
 #include "cli/cli.h"
 #include "cli/session.h"
 
-static const char usage[] = "usage: minfer bench -m FILE [-p 512] [-n 128] [-r 5] [-t N] [-b N] [--cache-type T] [--json]\n";
+static const char usage[] = "usage: minfer bench -m FILE [-p 512] [-n 128] [-r 5] [-t N] [-b N] [--cache-type T] [--device D] [--json]\n";
 
 struct result {
     char test[32];

@@ -146,11 +146,15 @@ static int build_graphs(const struct model *m, struct model_check *c)
     return rc;
 }
 
-static void check_model(const char *path, struct gguf_str arch, struct model_check *c)
+#define NO_TENSORS "the file has no tensors (a vocabulary or metadata only), so run cannot load it"
+
+/* Binds the file as a model of its architecture and builds its graphs. A
+ * file without tensors (a vocabulary, metadata) is described, not judged. */
+static void check_model(const struct gguf *g, const char *path, struct gguf_str arch, struct model_check *c)
 {
     memset(c, 0, sizeof *c);
     const struct arch_def *a = arch.p ? arch_find(arch.p, arch.n) : NULL;
-    if (!a)
+    if (!a || g->n_tensors == 0)
         return;
     c->compiled = true;
     c->arch_name = a->name;
@@ -204,6 +208,8 @@ static void print_json(const struct gguf *g, const char *path, struct gguf_str a
             c->compiled ? "true" : "false", c->ok ? "true" : "false");
     if (c->compiled && !c->ok)
         json_str(f, c->e.msg, strlen(c->e.msg));
+    else if (g->n_tensors == 0)
+        json_str(f, NO_TENSORS, strlen(NO_TENSORS));
     else
         fputs("null", f);
     fprintf(f, "},\n  \"totals\": {\"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
@@ -244,7 +250,9 @@ static void print_text(const struct gguf *g, const char *path, struct gguf_str a
     fprintf(f, "totals: %" PRIu64 " parameters (%.2f M), %" PRIu64 " bytes (%.2f MiB), %.4f bits per weight\n",
             tot.params, (double)tot.params / 1e6, tot.bytes, (double)tot.bytes / (1024.0 * 1024.0),
             tot.params ? 8.0 * (double)tot.bytes / (double)tot.params : 0.0);
-    if (!c->compiled)
+    if (g->n_tensors == 0)
+        fprintf(f, "model: none: %s\n", NO_TENSORS);
+    else if (!c->compiled)
         fprintf(f, "model: architecture '%.*s' is not compiled into this binary\n", arch.p ? (int)arch.n : 6,
                 arch.p ? arch.p : "(none)");
     else if (c->ok)
@@ -281,7 +289,7 @@ int cmd_info(int argc, char **argv)
     if (a && a->value.type == GGUF_STRING)
         arch = a->value.s;
     struct model_check c;
-    check_model(path, arch, &c);
+    check_model(&g, path, arch, &c);
     if (json)
         print_json(&g, path, arch, &c);
     else

@@ -12,7 +12,7 @@
 static const char run_usage[] =
     "usage: minfer run -m FILE (-p TEXT | -f FILE) [-n N] [-c N] [-b N] [-t N] [--temp T] [--top-k K] [--top-p P]\n"
     "                  [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--cache-type f32|f16|q8_0]\n"
-    "                  [--context-shift [--keep N]] [--logits-out FILE]\n"
+    "                  [--context-shift [--keep N]] [--logits-out FILE] [--device cpu|cuda|auto]\n"
     "  -n N   tokens to generate (default: until end of text or the context is full)\n"
     "  -c N   context size (default: the model's training context)\n"
     "  --temp 0 is greedy; --context-shift keeps the first --keep tokens and the newest half of the rest\n"
@@ -60,13 +60,14 @@ int cmd_run(int argc, char **argv)
     double t0 = session_now();
     int rc = session_feed(&s, &o, o.prompt, &e);
     double t1 = session_now();
+    int64_t n_prompt = (int64_t)s.n_history; /* before a context shift can drop any of it */
     int64_t made = 0;
     if (!rc)
         rc = session_generate(&s, &o, o.n_predict, stdout, &made, &e);
     double t2 = session_now();
     fputc('\n', stdout);
     if (!rc) {
-        report("prompt", (int64_t)s.n_history - made, t1 - t0);
+        report("prompt", n_prompt, t1 - t0);
         report("generation", made, t2 - t1);
     }
     if (!rc && o.logits_out) {

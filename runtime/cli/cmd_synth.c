@@ -83,14 +83,6 @@ static int parse_options(int argc, char **argv, struct options *o)
     return 0;
 }
 
-static const struct arch_def *find_arch(const char *name)
-{
-    for (int i = 0; i < arch_registry_count; i++)
-        if (strcmp(arch_registry[i]->name, name) == 0 || strcmp(arch_registry[i]->gguf_name, name) == 0)
-            return arch_registry[i];
-    return NULL;
-}
-
 /* ---- hyperparameter values ---- */
 
 struct values {
@@ -394,7 +386,7 @@ static int run(const struct options *o, struct error *e)
     if (o->preset && !pr)
         return fail(e, "unknown preset '%s' (known: %s)", o->preset, preset_names());
     const char *arch_name = o->arch ? o->arch : pr->arch;
-    const struct arch_def *a = find_arch(arch_name);
+    const struct arch_def *a = arch_find(arch_name, strlen(arch_name));
     if (!a)
         return fail(e, "architecture '%s' is not compiled into this binary", arch_name);
     if (pr && strcmp(pr->arch, a->name) != 0 && strcmp(pr->arch, a->gguf_name) != 0)

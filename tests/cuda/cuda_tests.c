@@ -3,6 +3,8 @@
  * initialized in the process that uses it. Without a GPU every test reports
  * skipped. Last line: "cuda: N passed, N failed, N skipped". */
 #include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,16 +19,25 @@
 
 static int failures_in_test;
 
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            printf("    %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
-            printf(__VA_ARGS__);                                            \
-            printf("\n");                                                   \
-            failures_in_test++;                                             \
-            return;                                                         \
-        }                                                                   \
-    } while (0)
+/* Records a failed expectation and says where; returns whether it held.
+ * Call sites return themselves when the rest of a test depends on it. */
+static bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
+{
+    if (ok)
+        return true;
+    printf("    %s:%d: %s: ", file, line, cond);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    failures_in_test++;
+    return false;
+}
+
+#define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
 
 static struct rng rng = { 0x2545f4914f6cdd1dull };
 
@@ -36,11 +47,13 @@ static void device_is_described(void)
 {
     struct cuda_device_info info;
     struct error e;
-    CHECK(cuda_device_query(0, &info, &e) == 0, "%s", e.msg);
+    if (!CHECK(cuda_device_query(0, &info, &e) == 0, "%s", e.msg))
+        return;
     printf("    %s: sm_%d%d, %d SMs, %.1f GiB (%.1f free), %zu KiB opt-in smem\n", info.name, info.sm_major,
            info.sm_minor, info.sm_count, (double)info.total_bytes / 1073741824.0,
            (double)info.free_bytes / 1073741824.0, info.smem_optin_bytes / 1024);
-    CHECK(info.name[0] && info.sm_count > 0 && info.sm_major >= 7, "implausible device");
+    if (!CHECK(info.name[0] && info.sm_count > 0 && info.sm_major >= 7, "implausible device"))
+        return;
 }
 
 static void upload_download_round_trip(void)
@@ -51,11 +64,14 @@ static void upload_download_round_trip(void)
         a[i] = (uint8_t)(i * 2654435761u >> 13);
     void *d;
     struct error e;
-    CHECK(cuda_alloc(&d, n, "round trip", &e) == 0, "%s", e.msg);
+    if (!CHECK(cuda_alloc(&d, n, "round trip", &e) == 0, "%s", e.msg))
+        return;
     int ok = cuda_upload(d, a, n, &e) == 0 && cuda_download(b, d, n, &e) == 0;
     cuda_free(d);
-    CHECK(ok, "%s", e.msg);
-    CHECK(memcmp(a, b, n) == 0, "bytes differ after the round trip");
+    if (!CHECK(ok, "%s", e.msg))
+        return;
+    if (!CHECK(memcmp(a, b, n) == 0, "bytes differ after the round trip"))
+        return;
     free(a);
     free(b);
 }
@@ -64,10 +80,13 @@ static void out_of_memory_is_an_error(void)
 {
     void *d;
     struct error e;
-    CHECK(cuda_alloc(&d, (size_t)1 << 50, "huge", &e) == -1, "a 1 PiB allocation succeeded");
-    CHECK(strstr(e.msg, "out of device memory allocating 'huge' (1125899906842624 bytes;"), "%s", e.msg);
+    if (!CHECK(cuda_alloc(&d, (size_t)1 << 50, "huge", &e) == -1, "a 1 PiB allocation succeeded"))
+        return;
+    if (!CHECK(strstr(e.msg, "out of device memory allocating 'huge' (1125899906842624 bytes;"), "%s", e.msg))
+        return;
     /* The failure must not be left latched for the next launch to take. */
-    CHECK(cuda_launch_begin("next kernel", &e) == 0, "%s", e.msg);
+    if (!CHECK(cuda_launch_begin("next kernel", &e) == 0, "%s", e.msg))
+        return;
 }
 
 /* GPU Q8_1 against the CPU reference, byte for byte, at the model widths
@@ -87,13 +106,15 @@ static void quantize_q8_1_matches_cpu(void)
             quant_q8_1(x, cpu, n);
             void *dx, *dy;
             struct error e;
-            CHECK(cuda_alloc(&dx, (size_t)n * 4, "x", &e) == 0 && cuda_alloc(&dy, qbytes, "y", &e) == 0, "%s",
-                  e.msg);
+            if (!CHECK(cuda_alloc(&dx, (size_t)n * 4, "x", &e) == 0 && cuda_alloc(&dy, qbytes, "y", &e) == 0, "%s",
+                  e.msg))
+                return;
             int ok = cuda_upload(dx, x, (size_t)n * 4, &e) == 0 && cuda_quantize_q8_1(dx, dy, n, NULL, &e) == 0 &&
                      cuda_sync(&e) == 0 && cuda_download(gpu, dy, qbytes, &e) == 0;
             cuda_free(dx);
             cuda_free(dy);
-            CHECK(ok, "%s", e.msg);
+            if (!CHECK(ok, "%s", e.msg))
+                return;
             size_t first = qbytes;
             for (size_t i = 0; i < qbytes && first == qbytes; i++)
                 if (cpu[i] != gpu[i])
@@ -108,8 +129,9 @@ static void quantize_q8_1_matches_cpu(void)
                     printf(" %d", (int8_t)g[4 + j]);
                 printf("\n");
             }
-            CHECK(first == qbytes, "n=%lld scale=%g: first differing byte %zu", (long long)n, (double)scales[sc],
-                  first);
+            if (!CHECK(first == qbytes, "n=%lld scale=%g: first differing byte %zu", (long long)n, (double)scales[sc],
+                  first))
+                return;
             free(x);
             free(cpu);
             free(gpu);
@@ -120,8 +142,10 @@ static void quantize_q8_1_matches_cpu(void)
 static void quantize_q8_1_refuses_ragged_length(void)
 {
     struct error e;
-    CHECK(cuda_quantize_q8_1(NULL, NULL, 33, NULL, &e) == -1, "accepted n=33");
-    CHECK(strcmp(e.msg, "quantize_q8_1: length 33 is not a positive multiple of 32") == 0, "%s", e.msg);
+    if (!CHECK(cuda_quantize_q8_1(NULL, NULL, 33, NULL, &e) == -1, "accepted n=33"))
+        return;
+    if (!CHECK(strcmp(e.msg, "quantize_q8_1: length 33 is not a positive multiple of 32") == 0, "%s", e.msg))
+        return;
 }
 
 /* The GEMV against quant_dot.c's Q8_1 reference, row by row, at model
@@ -152,17 +176,21 @@ static void gemv_matches_the_q8_1_reference(void)
             dot_q8_1(t, wq + (size_t)r * row_bytes, xq, k, &ref[r]);
         void *dw, *dx, *dy;
         struct error e;
-        CHECK(cuda_alloc(&dw, wbytes, "w", &e) == 0 && cuda_alloc(&dx, xbytes, "x", &e) == 0 &&
-              cuda_alloc(&dy, (size_t)n * 4, "y", &e) == 0, "%s", e.msg);
+        if (!CHECK(cuda_alloc(&dw, wbytes, "w", &e) == 0 && cuda_alloc(&dx, xbytes, "x", &e) == 0 &&
+              cuda_alloc(&dy, (size_t)n * 4, "y", &e) == 0, "%s", e.msg))
+            return;
         int ok = cuda_upload(dw, wq, wbytes, &e) == 0 && cuda_upload(dx, xq, xbytes, &e) == 0 &&
                  cuda_gemv_q8_1(t, dw, dx, dy, k, n, NULL, &e) == 0 && cuda_download(got, dy, (size_t)n * 4, &e) == 0 &&
                  cuda_gemv_q8_1(t, dw, dx, dy, k, n, NULL, &e) == 0 && cuda_download(again, dy, (size_t)n * 4, &e) == 0;
         cuda_free(dw), cuda_free(dx), cuda_free(dy);
-        CHECK(ok, "%s", e.msg);
+        if (!CHECK(ok, "%s", e.msg))
+            return;
         for (int64_t r = 0; r < n; r++)
-            CHECK(fabsf(got[r] - ref[r]) <= 1e-4f * (fabsf(ref[r]) + 1.0f), "%s k=%lld row %lld: gpu %g, reference %g",
-                  type_name(t), (long long)k, (long long)r, (double)got[r], (double)ref[r]);
-        CHECK(memcmp(got, again, (size_t)n * 4) == 0, "%s: two runs differ", type_name(t));
+            if (!CHECK(fabsf(got[r] - ref[r]) <= 1e-4f * (fabsf(ref[r]) + 1.0f), "%s k=%lld row %lld: gpu %g, reference %g",
+                  type_name(t), (long long)k, (long long)r, (double)got[r], (double)ref[r]))
+                return;
+        if (!CHECK(memcmp(got, again, (size_t)n * 4) == 0, "%s: two runs differ", type_name(t)))
+            return;
         free(wf), free(xf), free(ref), free(got), free(again), free(wq), free(xq);
     }
 }
@@ -170,10 +198,14 @@ static void gemv_matches_the_q8_1_reference(void)
 static void gemv_refuses_what_it_cannot_do(void)
 {
     struct error e;
-    CHECK(cuda_gemv_q8_1(TYPE_Q5_1, NULL, NULL, NULL, 4096, 1, NULL, &e) == -1, "Q5_1 accepted");
-    CHECK(strcmp(e.msg, "gemv: no GPU kernel for weight type Q5_1 (Q8_0, Q4_K, Q6_K)") == 0, "%s", e.msg);
-    CHECK(cuda_gemv_q8_1(TYPE_Q4_K, NULL, NULL, NULL, 896, 1, NULL, &e) == -1, "896 accepted for Q4_K");
-    CHECK(strcmp(e.msg, "gemv: Q4_K rows of 896 are not a positive multiple of 256") == 0, "%s", e.msg);
+    if (!CHECK(cuda_gemv_q8_1(TYPE_Q5_1, NULL, NULL, NULL, 4096, 1, NULL, &e) == -1, "Q5_1 accepted"))
+        return;
+    if (!CHECK(strcmp(e.msg, "gemv: no GPU kernel for weight type Q5_1 (Q8_0, Q4_K, Q6_K)") == 0, "%s", e.msg))
+        return;
+    if (!CHECK(cuda_gemv_q8_1(TYPE_Q4_K, NULL, NULL, NULL, 896, 1, NULL, &e) == -1, "896 accepted for Q4_K"))
+        return;
+    if (!CHECK(strcmp(e.msg, "gemv: Q4_K rows of 896 are not a positive multiple of 256") == 0, "%s", e.msg))
+        return;
 }
 
 static const struct {
