@@ -96,8 +96,8 @@ local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "
                   "tokenizer/tokenizer", "tokenizer/chat_template",
                   "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
-                  "cli/cmd_perplexity", "cli/session" }
-local cuda_sources = { "device", "quantize_q8_1", "gemv" }
+                  "cli/cmd_perplexity", "cli/session", "cli/die" }
+local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "matmul", "attention" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
@@ -108,7 +108,7 @@ local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf/gguf_read.c", "ru
                        "runtime/quant/tensor_type.c", "runtime/tokenizer/tokenizer.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.
-local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wno-format-truncation",
+local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wpointer-arith", "-Wno-format-truncation",
                  "-Wstrict-prototypes", "-Wmissing-prototypes", "-ffp-contract=off", "-g", "-Iruntime" }
 local ldflags = {}
 table.insert(cflags, opts.debug and "-O0" or "-O2")
@@ -161,6 +161,9 @@ if nvcc then
     edge(("build %s: nvcc %s/runtime/cuda/%s.cu"):format(o, S, f))
     table.insert(lib_objs, o)
   end
+  -- the backend itself is C: it walks graphs and calls the launchers
+  edge(("build %s/obj/runtime/cuda/cuda_backend.o: cc %s/runtime/cuda/cuda_backend.c"):format(B, S))
+  table.insert(lib_objs, B .. "/obj/runtime/cuda/cuda_backend.o")
 end
 edge(("build %s/libminfer.a: ar %s"):format(B, table.concat(lib_objs, " ")))
 edge(("build %s/obj/runtime/cli/main.o: cc %s/runtime/cli/main.c"):format(B, S))
@@ -264,8 +267,12 @@ for _, m in ipairs(models) do
 end
 
 if nvcc then
-  edge(("build %s/obj/tests/cuda_tests.o: cc %s/tests/cuda/cuda_tests.c"):format(B, S))
-  edge(("build %s/minfer-cuda-tests: link %s/obj/tests/cuda_tests.o %s/libminfer.a"):format(B, B, B))
+  local cuda_test_objs = {}
+  for _, f in ipairs({ "cuda_tests", "test_kernels", "test_backend" }) do
+    edge(("build %s/obj/tests/cuda/%s.o: cc %s/tests/cuda/%s.c"):format(B, f, S, f))
+    table.insert(cuda_test_objs, B .. "/obj/tests/cuda/" .. f .. ".o")
+  end
+  edge(("build %s/minfer-cuda-tests: link %s %s %s/libminfer.a"):format(B, table.concat(cuda_test_objs, " "), generic, B))
   table.insert(defaults, B .. "/minfer-cuda-tests")
   edge(("build %s/obj/tools/gpu_bench.o: cc %s/tools/gpu_bench.c"):format(B, S))
   edge(("build %s/minfer-gpu-bench: link %s/obj/tools/gpu_bench.o %s/libminfer.a"):format(B, B, B))

@@ -1,38 +1,33 @@
-/* backend.c: choosing a backend for --device (see backend.h). */
+/* backend.c: choosing backends for --device (see backend.h). */
 #include "backend.h"
 
 #include <string.h>
 
-#ifdef MINFER_CUDA
-#include "cuda/device.h"
-#endif
-
-/* Why whole models cannot run on CUDA in this build and on this machine. */
-static void why_not_cuda(struct error *e)
+int backend_choose(const char *device, const struct backend *out[2], struct error *e)
 {
-#ifdef MINFER_CUDA
-    int n = 0;
-    struct error de;
-    if (cuda_device_count(&n, &de))
-        fail(e, "--device cuda: %s", de.msg);
-    else if (n == 0)
-        fail(e, "--device cuda: this machine has no CUDA device");
-    else
-        fail(e, "--device cuda: minfer's CUDA backend does not run whole models yet (this build has the device "
-                "layer and its first kernels); use --device cpu");
-#else
-    fail(e, "--device cuda: this build has no CUDA (configure found no nvcc); use --device cpu");
-#endif
-}
-
-const struct backend *backend_choose(const char *device, struct error *e)
-{
-    if (!device || strcmp(device, "auto") == 0 || strcmp(device, "cpu") == 0)
-        return &cpu_backend; /* auto: the CPU until a CUDA backend exists to prefer */
-    if (strcmp(device, "cuda") == 0) {
-        why_not_cuda(e);
-        return NULL;
+    bool autodev = !device || strcmp(device, "auto") == 0;
+    if (!autodev && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0) {
+        fail(e, "unknown device '%s' (cpu, cuda or auto)", device);
+        return 0;
     }
-    fail(e, "unknown device '%s' (cpu, cuda or auto)", device);
-    return NULL;
+    int n = 0;
+    if (autodev || strcmp(device, "cuda") == 0) {
+#ifdef MINFER_CUDA
+        struct error why;
+        if (cuda_backend.available(&why))
+            out[n++] = &cuda_backend;
+        else if (!autodev) {
+            fail(e, "--device cuda: %s", why.msg);
+            return 0;
+        }
+#else
+        if (!autodev) {
+            fail(e, "--device cuda: this build has no CUDA (configure found no nvcc); use --device cpu");
+            return 0;
+        }
+#endif
+    }
+    if (autodev || strcmp(device, "cpu") == 0)
+        out[n++] = &cpu_backend;
+    return n;
 }

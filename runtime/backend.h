@@ -24,11 +24,14 @@ struct backend_sizes {
     int64_t n_ctx, n_head_kv, head_dim;
     int64_t n_head;       /* query heads */
     int64_t k_max;        /* the longest weight row */
+    int64_t n_batch;      /* the most tokens a graph has */
     int n_threads;        /* CPU threads (the CPU backend) */
+    bool graphs;          /* may capture graphs and replay them (the CUDA backend; --no-graphs) */
 };
 
 struct backend {
     const char *name;     /* "cpu", "cuda" */
+    bool q8_activations;  /* takes Q8_1 activations where a graph offers them (RMS_NORM_Q8) */
     /* Whether this build and machine can run it at all; if not, e says why. */
     bool (*available)(struct error *e);
     /* Whether it can run node i of g, judged on the whole node (op, shapes,
@@ -52,10 +55,14 @@ struct backend {
 };
 
 extern const struct backend cpu_backend;
+#ifdef MINFER_CUDA
+extern const struct backend cuda_backend;
+#endif
 
-/* The backend a --device name asks for: "cpu", "cuda", or "auto" (CUDA where
- * this build has the backend and a device, else the CPU). NULL with e set
- * when the named one cannot run here. */
-const struct backend *backend_choose(const char *device, struct error *e);
+/* The backends a --device name asks for, in the order to try them: "cpu",
+ * "cuda", or "auto" (CUDA where this build has it and a device exists, then
+ * the CPU). Returns how many (0 with e set when the named one cannot run
+ * here, saying why). */
+int backend_choose(const char *device, const struct backend *out[2], struct error *e);
 
 #endif

@@ -80,38 +80,60 @@ static void cap_context(struct engine *en, const struct backend_sizes *z)
         en->cfg.n_ctx /= 2;
 }
 
+/* Everything a backend needs, with it: the graphs recorded for it (Q8_1
+ * activations or not), its state, and every node of the decode and
+ * full-batch graphs judged by it. */
 static int setup(struct engine *en, const struct model *m, struct error *e)
 {
     const struct arch_def *a = m->arch;
-    if (!(en->be = backend_choose(en->cfg.device, e)))
-        return -1;
-    for (int s = 0; s < ENGINE_GRAPHS; s++)
-        if (graph_init(&en->graphs[s].g, a->max_nodes(m->hp), a->source, e))
-            return -1;
-    struct backend_sizes z = { .kv_type = en->cfg.kv_type, .n_threads = en->cfg.n_threads, .k_max = widest_row(m) };
+    for (int s = 0; s < ENGINE_GRAPHS; s++) {
+        en->graphs[s].nt = 0;
+        en->graphs[s].g.q8_activations = en->be->q8_activations;
+    }
+    struct backend_sizes z = { .kv_type = en->cfg.kv_type, .n_threads = en->cfg.n_threads, .k_max = widest_row(m),
+                               .graphs = !en->cfg.no_graphs };
     struct graph *g = &en->graphs[ENGINE_DECODE].g;
     if (a->build(g, m->hp, m->weights, 1, 1) < 0)
         return fail(e, "%s", g->err.msg);
     if (kv_geometry(g, &z))
         return fail(e, "%s: the graph stores no keys and values", a->source);
-    bool default_ctx = en->cfg.n_ctx <= 0;
-    if (default_ctx) {
+    if (en->cfg.n_ctx <= 0) {
         en->cfg.n_ctx = a->n_ctx(m->hp);
         cap_context(en, &z);
     }
     if (en->cfg.n_batch > en->cfg.n_ctx)
         en->cfg.n_batch = en->cfg.n_ctx;
     z.n_ctx = en->cfg.n_ctx;
+    z.n_batch = en->cfg.n_batch;
     z.arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch, en->cfg.logits_all ? en->cfg.n_batch : 1);
     en->n_vocab = g->node[g->result].ne[0];
-    en->pos = malloc((size_t)en->cfg.n_batch * sizeof *en->pos);
-    en->logits = malloc((size_t)en->n_vocab * sizeof *en->logits);
-    if (!en->pos || !en->logits)
-        return fail(e, "out of memory for %lld logits", (long long)en->n_vocab);
     if (en->be->init(&en->bs, m, &z, e))
         return -1;
     /* placement is decided here, once, for the graphs every run uses: no fallback mid-run */
     return build(en, ENGINE_DECODE, 1, 1, e) || build(en, ENGINE_BATCH, en->cfg.n_batch, 1, e) ? -1 : 0;
+}
+
+/* The first backend --device allows that can run the model; with auto, a
+ * GPU that cannot is passed over for the CPU, and the note says why. */
+static int choose(struct engine *en, const struct model *m, struct error *e)
+{
+    const struct backend *candidates[2];
+    int n = backend_choose(en->cfg.device, candidates, e);
+    const struct engine_config asked = en->cfg;
+    for (int k = 0; k < n; k++) {
+        en->be = candidates[k];
+        if (setup(en, m, e) == 0)
+            return 0;
+        if (k + 1 < n) {
+            snprintf(en->note, sizeof en->note, "%s cannot run this model (%s); %s runs it", candidates[k]->name, e->msg,
+                     candidates[k + 1]->name);
+            if (en->bs)
+                en->be->free(en->bs);
+            en->bs = NULL;
+            en->cfg = asked;
+        }
+    }
+    return -1;
 }
 
 int engine_init(struct engine *en, const struct model *m, const struct engine_config *cfg, struct error *e)
@@ -126,9 +148,20 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         en->cfg.n_threads = n > 0 && n <= 64 ? (int)n : 1;
     }
-    if (setup(en, m, e)) {
+    for (int s = 0; s < ENGINE_GRAPHS; s++)
+        if (graph_init(&en->graphs[s].g, m->arch->max_nodes(m->hp), m->arch->source, e)) {
+            engine_free(en);
+            return -1;
+        }
+    if (choose(en, m, e)) {
         engine_free(en);
         return -1;
+    }
+    en->pos = malloc((size_t)en->cfg.n_batch * sizeof *en->pos);
+    en->logits = malloc((size_t)en->n_vocab * sizeof *en->logits);
+    if (!en->pos || !en->logits) {
+        engine_free(en);
+        return fail(e, "out of memory for %lld logits", (long long)en->n_vocab);
     }
     return 0;
 }

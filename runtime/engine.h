@@ -24,6 +24,7 @@ struct engine_config {
     int n_threads;         /* CPU threads; 0: all cores */
     bool logits_all;       /* size the arena so every token of a batch can get logits (engine_eval_logits) */
     const char *device;    /* "cpu", "cuda" or "auto" (NULL: auto) */
+    bool no_graphs;        /* never capture graphs (--no-graphs, for comparison) */
 };
 
 /* A graph the engine keeps, for one (nt, n_out) shape; nt = 0 when empty. */
@@ -47,6 +48,7 @@ struct engine {
     int64_t n_vocab;
     int64_t n_ctx_train;   /* the model's context when n_ctx defaulted to it (then possibly capped), else 0 */
     float *logits;         /* n_vocab, of the last token evaluated */
+    char note[600];        /* why --device auto passed over a backend, or "" */
 };
 
 int engine_init(struct engine *en, const struct model *m, const struct engine_config *cfg, struct error *e);

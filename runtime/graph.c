@@ -32,6 +32,7 @@ void graph_free(struct graph *g)
 void graph_reset(struct graph *g, int64_t nt, int64_t n_out)
 {
     g->n = 0;
+    g->generation++;
     g->nt = nt;
     g->n_out = n_out;
     g->layer = -1;

@@ -55,6 +55,7 @@ struct node {
 struct graph {
     struct node *node;
     int n, cap;
+    unsigned generation;          /* bumped by each graph_reset: a backend's copy of the graph can tell it is stale */
     int64_t nt;                   /* tokens in this graph */
     int64_t n_out;                /* the last n_out of them get logits (OUTPUTS) */
     int layer;                    /* current layer while building, -1 outside the loop */

@@ -1,48 +1,93 @@
 #!/usr/bin/env bash
-# gpu-check.sh: build (where Lua and ninja exist), then on a GPU run the CUDA
-# test suite under compute-sanitizer too, and the benchmark tables; prints a
-# short summary table last. The GPU machine has no Lua, so build here and
-# carry the binaries:
-#   here:   tools/gpu-check.sh --build-only
-#   device: tools/gpu-check.sh            (carry build/minfer-cuda-tests,
-#                                          build/minfer-gpu-bench, build/quant-rmse)
+# gpu-check.sh: the one device script. Build here (the GPU machine has no
+# Lua, re2c or Criterion) and carry the binaries:
+#   here:    tools/gpu-check.sh --build-only
+#   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big]   (default: all four)
+#            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench)
+# tests:    the CUDA test suite (every kernel against the CPU, whole models);
+# sanitize: compute-sanitizer memcheck, racecheck and initcheck on a short
+#           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay);
+# bench:    the copy bandwidth and GEMV table, then minfer bench (pp512, tg128)
+#           on a Qwen2.5-0.5B-shaped Q4_K_M model made here by minfer synth;
+# big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0.
+# Prints a short table last: each check, and for each model tg128 and pp512
+# in tokens/s with tg128 as a fraction of the floor (weight bytes read per
+# token / the copy bandwidth measured in the same run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-if command -v lua5.4 >/dev/null && command -v ninja >/dev/null; then
-    lua5.4 configure.lua --builddir=build && ninja -C build || exit 1
+if [ "${1:-}" = "--build-only" ]; then
+    lua5.4 configure.lua --builddir=build && ninja -C build
+    exit
 fi
-[ "${1:-}" = "--build-only" ] && exit 0
-
+stages=${*:-tests sanitize bench big}
+want() { [[ " $stages " == *" $1 "* ]]; }
+out=${OUT:-/tmp/gpu-check}
+mkdir -p "$out" /tmp/gpu-models
 rows=()
-row() { rows+=("$(printf '| %-34s | %-40s |' "$1" "$2")"); }
+row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
+for b in build/minfer build/minfer-cuda-tests build/minfer-gpu-bench; do
+    [ -x "$b" ] || { echo "gpu-check: $b is missing (tools/gpu-check.sh --build-only here, then carry it)"; exit 1; }
+done
+row "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
-if [ ! -x build/minfer-cuda-tests ]; then
-    echo "gpu-check: build/minfer-cuda-tests is missing (build with nvcc present, then carry it)"; exit 1
+synth() { # preset type: makes /tmp/gpu-models/<preset>-<type>.gguf once
+    local f=/tmp/gpu-models/$1-$2.gguf
+    [ -f "$f" ] || build/minfer synth --preset "$1" --type "$2" --threads "$(nproc)" -o "$f" >&2 || return 1
+    echo "$f"
+}
+
+if want tests; then
+    (cd build && ./minfer-cuda-tests) 2>&1 | tee "$out/cuda-tests.txt"
+    row "CUDA tests" "$(tail -1 "$out/cuda-tests.txt")"
 fi
-build/minfer-cuda-tests | tee /tmp/gpu-check-tests.txt
-row "CUDA tests" "$(tail -1 /tmp/gpu-check-tests.txt)"
-if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck; do
-        # the OOM test provokes a cudaMalloc error on purpose: API errors are not findings
-        compute-sanitizer --tool "$tool" --report-api-errors no build/minfer-cuda-tests >/tmp/gpu-check-$tool.txt 2>&1
-        row "compute-sanitizer $tool" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/gpu-check-$tool.txt | tail -1 | sed 's/========= //')"
+
+if want sanitize; then
+    small=$(synth qwen2.5-0.5b q4_k_m)
+    for tool in memcheck racecheck initcheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 3 build/minfer run -m "$small" -p "Hello there, how" -n 6 \
+            --temp 0 --device cuda -c 64 >"$out/sanitize-$tool.txt" 2>&1
+        rc=$?
+        row "compute-sanitizer $tool (decode, 0.5B shape)" \
+            "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.txt" | tail -1 | sed 's/========= //') rc=$rc"
     done
 fi
-if [ -x build/minfer-gpu-bench ]; then
-    build/minfer-gpu-bench | tee /tmp/gpu-check-gemv.txt
-    row "GEMV bench (Qwen3-8B shapes)" "$(grep -c '^| Q' /tmp/gpu-check-gemv.txt) shapes measured"
-fi
-if [ -x build/quant-rmse ]; then
-    build/quant-rmse 4194304 | tee /tmp/gpu-check-rmse.txt
-    row "quant RMSE table (CPU encoders)" "$(grep -c '^| [QFB]' /tmp/gpu-check-rmse.txt) types measured"
-fi
-if command -v nvidia-smi >/dev/null; then
-    row "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+
+bench_model() { # label, file, copy bandwidth in GB/s: prints label|tg|pp|GB per token|floor|fraction
+    local label=$1 f=$2 bw=$3
+    build/minfer bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$out/bench-$label.err"
+    build/minfer info --json "$f" >"$out/info-$label.json"
+    python3 - "$out/info-$label.json" "$out/bench-$label.json" "$bw" "$label" <<'PY'
+import json, sys
+info, res, bw, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3]), sys.argv[4]
+# weight bytes a generated token reads: every tensor but the embedding table
+# (one row of it), unless the table is also the output (tied)
+t = {x["name"]: x["bytes"] for x in info["tensors"]}
+read = sum(t.values()) - (t["token_embd.weight"] if "output.weight" in t else 0)
+tg = next(x for x in res if x["test"].startswith("tg"))["tokens_per_second"]
+pp = next(x for x in res if x["test"].startswith("pp"))["tokens_per_second"]
+floor = bw * 1e9 / read
+print(f"{label}|{tg:.1f}|{pp:.0f}|{read / 1e9:.3f}|{floor:.0f}|{100 * tg / floor:.0f}%")
+PY
+}
+
+if want bench || want big; then
+    build/minfer-gpu-bench 200 | tee "$out/gpu-bench.txt"
+    bw=$(sed -n 's/.*copy: \([0-9]*\) GB\/s.*/\1/p' "$out/gpu-bench.txt")
+    row "copy bandwidth (read + write)" "$bw GB/s"
+    models=()
+    want bench && models+=("qwen2.5-0.5b q4_k_m")
+    want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    for m in "${models[@]}"; do
+        set -- $m
+        f=$(synth "$1" "$2") || { row "$1 $2" "synth failed"; continue; }
+        line=$(bench_model "$1-$2" "$f" "$bw")
+        IFS='|' read -r label tg pp gb floor frac <<<"$line"
+        row "$label tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s ($gb GB/token): $frac"
+    done
 fi
 
 echo
-printf '| %-34s | %-40s |\n' "check" "result"
-printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..36})" "$(printf -- '-%.0s' {1..42})"
+printf '| %-44s | %-52s |\n' "check" "result"
+printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..54})"
 printf '%s\n' "${rows[@]}"
-grep -q ', 0 failed,' /tmp/gpu-check-tests.txt

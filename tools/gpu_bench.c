@@ -1,11 +1,11 @@
-/* gpu_bench.c: the decode GEMV on the GPU at Qwen3-8B's shapes, against the
+/* gpu_bench.c: the decode GEMV (cuda_matmul, one column) on the GPU at Qwen3-8B's shapes, against the
  * memory-bandwidth floor measured in the same run (a device-to-device copy).
  * Prints a table. usage: minfer-gpu-bench [REPS] */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda/device.h"
-#include "cuda/gemv.h"
+#include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
 #include "quant/quant.h"
 #include "rng.h"
@@ -64,11 +64,11 @@ int main(int argc, char **argv)
         if (cuda_alloc(&dw, wbytes, "weights", &e) || cuda_alloc(&dxf, (size_t)k * 4, "x", &e) ||
             cuda_alloc(&dx, (size_t)(k / 32) * 36, "x q8_1", &e) || cuda_alloc(&dy, (size_t)n * 4, "y", &e) ||
             cuda_upload(dw, wq, wbytes, &e) || cuda_upload(dxf, row, (size_t)k * 4, &e) ||
-            cuda_quantize_q8_1(dxf, dx, k, NULL, &e) || cuda_gemv_q8_1(shapes[s].t, dw, dx, dy, k, n, NULL, &e) ||
+            cuda_quantize_q8_1(dxf, dx, k, NULL, &e) || cuda_matmul(shapes[s].t, dw, k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) ||
             cuda_timer_start(&t, &e))
             return fail_line(&e);
         for (int i = 0; i < reps; i++)
-            if (cuda_gemv_q8_1(shapes[s].t, dw, dx, dy, k, n, NULL, &e))
+            if (cuda_matmul(shapes[s].t, dw, k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e))
                 return fail_line(&e);
         if (cuda_timer_stop(t, &ms, &e))
             return fail_line(&e);

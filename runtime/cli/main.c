@@ -1,5 +1,4 @@
 /* main.c: the minfer command line: dispatches to a subcommand. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,17 +20,6 @@ static const struct {
     { "quantize", cmd_quantize, "quantize IN OUT --type T", "requantize a GGUF (types and mixes: see --help)" },
     { "synth", cmd_synth, "synth --preset P -o OUT", "write a random model of a known shape (see --help)" },
 };
-
-int die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("minfer: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
 
 static void usage(FILE *f)
 {

@@ -156,6 +156,8 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
             i++;
         } else if (strcmp(a, "--context-shift") == 0 && !bench && !ppl) {
             o->context_shift = true;
+        } else if (strcmp(a, "--no-graphs") == 0) {
+            o->engine.no_graphs = true;
         } else if (strcmp(a, "--json") == 0 && bench) {
             o->json = true;
         } else {
@@ -260,6 +262,8 @@ void session_announce(const struct session *s, const struct session_options *o)
 {
     char device[160];
     engine_describe(&s->engine, device, sizeof device);
+    if (s->engine.note[0])
+        fprintf(stderr, "%s: %s\n", o->command, s->engine.note);
     fprintf(stderr, "%s: backend %s%s\n", o->command, device,
             o->engine.device && strcmp(o->engine.device, "auto") != 0 ? "" : ", chosen by --device auto");
 }

@@ -126,3 +126,106 @@ int cuda_launch_end(const char *site, struct error *e)
         return fail(e, "cuda: launch of %s failed: %s (%s)", site, cudaGetErrorName(rc), cudaGetErrorString(rc));
     return 0;
 }
+
+int cuda_stream_create(void **stream, struct error *e)
+{
+    cudaStream_t s;
+    if (check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", e))
+        return -1;
+    *stream = s;
+    return 0;
+}
+
+void cuda_stream_destroy(void *stream)
+{
+    if (stream)
+        cudaStreamDestroy((cudaStream_t)stream);
+}
+
+int cuda_stream_sync(void *stream, const char *site, struct error *e)
+{
+    cudaError_t rc = cudaStreamSynchronize((cudaStream_t)stream);
+    if (rc == cudaSuccess)
+        return 0;
+    /* an error from a kernel surfaces here; the site names the step that waited, not a kernel */
+    return fail(e, "cuda: %s: the stream reported %s (%s)", site, cudaGetErrorName(rc), cudaGetErrorString(rc));
+}
+
+int cuda_upload_async(void *dst, const void *src, size_t bytes, void *stream, struct error *e)
+{
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
+                 "cudaMemcpyAsync host to device", e);
+}
+
+int cuda_download_async(void *dst, const void *src, size_t bytes, void *stream, struct error *e)
+{
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)stream),
+                 "cudaMemcpyAsync device to host", e);
+}
+
+int cuda_memset_async(void *dst, int value, size_t bytes, void *stream, struct error *e)
+{
+    return check(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)stream), "cudaMemsetAsync", e);
+}
+
+int cuda_host_alloc(void **p, size_t bytes, const char *what, struct error *e)
+{
+    *p = NULL;
+    cudaError_t rc = cudaMallocHost(p, bytes);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        return fail(e, "cuda: cudaMallocHost '%s' (%zu bytes): %s", what, bytes, cudaGetErrorName(rc));
+    }
+    return 0;
+}
+
+void cuda_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, struct error *e)
+{
+    return check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo", e);
+}
+
+int cuda_capture_begin(void *stream, struct error *e)
+{
+    return check(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal),
+                 "cudaStreamBeginCapture", e);
+}
+
+int cuda_capture_end(void *stream, void **exec, struct error *e)
+{
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t x = NULL;
+    *exec = NULL;
+    if (check(cudaStreamEndCapture((cudaStream_t)stream, &graph), "cudaStreamEndCapture", e))
+        return -1;
+    int rc = check(cudaGraphInstantiate(&x, graph, 0), "cudaGraphInstantiate", e);
+    cudaGraphDestroy(graph);
+    if (rc)
+        return -1;
+    *exec = x;
+    return 0;
+}
+
+void cuda_capture_abort(void *stream)
+{
+    cudaGraph_t graph = NULL;
+    if (cudaStreamEndCapture((cudaStream_t)stream, &graph) == cudaSuccess && graph)
+        cudaGraphDestroy(graph);
+    cudaGetLastError(); /* the window's failure was reported where it happened */
+}
+
+int cuda_graph_launch(void *exec, void *stream, struct error *e)
+{
+    return check(cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)stream), "cudaGraphLaunch", e);
+}
+
+void cuda_graph_destroy(void *exec)
+{
+    if (exec)
+        cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}

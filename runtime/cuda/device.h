@@ -44,6 +44,32 @@ struct cuda_timer;
 int cuda_timer_start(struct cuda_timer **t, struct error *e);
 int cuda_timer_stop(struct cuda_timer *t, float *ms, struct error *e); /* frees t */
 
+/* Streams: each engine issues everything on its own non-blocking stream
+ * (a cudaStream_t, here a void *). */
+int cuda_stream_create(void **stream, struct error *e);
+void cuda_stream_destroy(void *stream);
+int cuda_stream_sync(void *stream, const char *site, struct error *e);
+int cuda_upload_async(void *dst, const void *src, size_t bytes, void *stream, struct error *e);
+int cuda_download_async(void *dst, const void *src, size_t bytes, void *stream, struct error *e);
+int cuda_memset_async(void *dst, int value, size_t bytes, void *stream, struct error *e);
+
+/* Page-locked host memory, for copies that must be asynchronous. */
+int cuda_host_alloc(void **p, size_t bytes, const char *what, struct error *e);
+void cuda_host_free(void *p);
+
+/* Free and total device memory now. */
+int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, struct error *e);
+
+/* CUDA Graphs: a capture window on a stream (thread-local mode, so another
+ * thread's calls cannot join or spoil it), its instantiation, its replay.
+ * end_capture returns the instantiated graph in *exec; abort_capture ends a
+ * window without instantiating (after an error inside it). */
+int cuda_capture_begin(void *stream, struct error *e);
+int cuda_capture_end(void *stream, void **exec, struct error *e);
+void cuda_capture_abort(void *stream);
+int cuda_graph_launch(void *exec, void *stream, struct error *e);
+void cuda_graph_destroy(void *exec);
+
 /* Launch discipline: call launch_begin before a <<<>>> launch (it reports an
  * error latched by an earlier call as latched, not as this kernel's), and
  * launch_end right after it (which reports the launch's own failure). */

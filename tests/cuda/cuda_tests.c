@@ -1,7 +1,7 @@
-/* cuda_tests.c: the GPU test suite. A plain runner rather than Criterion
- * because the GPU machine has no Criterion, and because CUDA must be
- * initialized in the process that uses it. Without a GPU every test reports
- * skipped. Last line: "cuda: N passed, N failed, N skipped". */
+/* cuda_tests.c: the GPU test suite's runner and the device layer's tests
+ * (the kernels' and the backend's are in test_kernels.c, test_backend.c).
+ * Without a GPU every test reports skipped. Last line: "cuda: N passed, N
+ * failed, N skipped". */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -10,20 +10,19 @@
 #include <string.h>
 
 #include "cuda/device.h"
-#include "cuda/gemv.h"
 #include "cuda/quantize_q8_1.h"
 #include "quant/half.h"
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
 #include "rng.h"
+#include "runner.h"
 
-static int failures_in_test;
+int failures_in_test;
+struct rng test_rng = { 0x2545f4914f6cdd1dull };
 
 /* Records a failed expectation and says where; returns whether it held.
  * Call sites return themselves when the rest of a test depends on it. */
-static bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
+bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
 {
     if (ok)
         return true;
@@ -36,12 +35,6 @@ static bool check_at(bool ok, const char *file, int line, const char *cond, cons
     failures_in_test++;
     return false;
 }
-
-#define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
-
-static struct rng rng = { 0x2545f4914f6cdd1dull };
-
-static float normal(void) { return rng_normal(&rng); }
 
 static void device_is_described(void)
 {
@@ -148,66 +141,6 @@ static void quantize_q8_1_refuses_ragged_length(void)
         return;
 }
 
-/* The GEMV against quant_dot.c's Q8_1 reference, row by row, at model
- * widths; and twice in a row for the same bits. */
-static void gemv_matches_the_q8_1_reference(void)
-{
-    static const struct {
-        enum tensor_type t;
-        int64_t k, n;
-    } cases[] = { { TYPE_Q8_0, 4096, 64 }, { TYPE_Q8_0, 896, 40 },  { TYPE_Q4_K, 4096, 64 },
-                  { TYPE_Q4_K, 12288, 24 }, { TYPE_Q6_K, 4096, 48 }, { TYPE_Q6_K, 4864, 16 } };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        enum tensor_type t = cases[c].t;
-        int64_t k = cases[c].k, n = cases[c].n;
-        size_t wbytes = type_bytes(t, (uint64_t)(k * n)), xbytes = (size_t)(k / 32) * 36;
-        float *wf = malloc((size_t)(k * n) * sizeof *wf), *xf = malloc((size_t)k * sizeof *xf);
-        float *ref = malloc((size_t)n * sizeof *ref), *got = malloc((size_t)n * sizeof *got),
-              *again = malloc((size_t)n * sizeof *again);
-        uint8_t *wq = malloc(wbytes), *xq = malloc(xbytes);
-        for (int64_t i = 0; i < k * n; i++)
-            wf[i] = 0.02f * normal();
-        for (int64_t i = 0; i < k; i++)
-            xf[i] = normal();
-        quantize_row(t, wf, wq, k * n);
-        quant_q8_1(xf, xq, k);
-        size_t row_bytes = wbytes / (size_t)n;
-        for (int64_t r = 0; r < n; r++)
-            dot_q8_1(t, wq + (size_t)r * row_bytes, xq, k, &ref[r]);
-        void *dw, *dx, *dy;
-        struct error e;
-        if (!CHECK(cuda_alloc(&dw, wbytes, "w", &e) == 0 && cuda_alloc(&dx, xbytes, "x", &e) == 0 &&
-              cuda_alloc(&dy, (size_t)n * 4, "y", &e) == 0, "%s", e.msg))
-            return;
-        int ok = cuda_upload(dw, wq, wbytes, &e) == 0 && cuda_upload(dx, xq, xbytes, &e) == 0 &&
-                 cuda_gemv_q8_1(t, dw, dx, dy, k, n, NULL, &e) == 0 && cuda_download(got, dy, (size_t)n * 4, &e) == 0 &&
-                 cuda_gemv_q8_1(t, dw, dx, dy, k, n, NULL, &e) == 0 && cuda_download(again, dy, (size_t)n * 4, &e) == 0;
-        cuda_free(dw), cuda_free(dx), cuda_free(dy);
-        if (!CHECK(ok, "%s", e.msg))
-            return;
-        for (int64_t r = 0; r < n; r++)
-            if (!CHECK(fabsf(got[r] - ref[r]) <= 1e-4f * (fabsf(ref[r]) + 1.0f), "%s k=%lld row %lld: gpu %g, reference %g",
-                  type_name(t), (long long)k, (long long)r, (double)got[r], (double)ref[r]))
-                return;
-        if (!CHECK(memcmp(got, again, (size_t)n * 4) == 0, "%s: two runs differ", type_name(t)))
-            return;
-        free(wf), free(xf), free(ref), free(got), free(again), free(wq), free(xq);
-    }
-}
-
-static void gemv_refuses_what_it_cannot_do(void)
-{
-    struct error e;
-    if (!CHECK(cuda_gemv_q8_1(TYPE_Q5_1, NULL, NULL, NULL, 4096, 1, NULL, &e) == -1, "Q5_1 accepted"))
-        return;
-    if (!CHECK(strcmp(e.msg, "gemv: no GPU kernel for weight type Q5_1 (Q8_0, Q4_K, Q6_K)") == 0, "%s", e.msg))
-        return;
-    if (!CHECK(cuda_gemv_q8_1(TYPE_Q4_K, NULL, NULL, NULL, 896, 1, NULL, &e) == -1, "896 accepted for Q4_K"))
-        return;
-    if (!CHECK(strcmp(e.msg, "gemv: Q4_K rows of 896 are not a positive multiple of 256") == 0, "%s", e.msg))
-        return;
-}
-
 static const struct {
     const char *name;
     void (*run)(void);
@@ -217,8 +150,16 @@ static const struct {
     { "out_of_memory_is_an_error", out_of_memory_is_an_error },
     { "quantize_q8_1_matches_cpu", quantize_q8_1_matches_cpu },
     { "quantize_q8_1_refuses_ragged_length", quantize_q8_1_refuses_ragged_length },
-    { "gemv_matches_the_q8_1_reference", gemv_matches_the_q8_1_reference },
-    { "gemv_refuses_what_it_cannot_do", gemv_refuses_what_it_cannot_do },
+    { "matmul_matches_the_reference", test_kernels_matmul },
+    { "embed_is_the_cpu_decoder", test_kernels_embed },
+    { "norms_and_rope_match_the_cpu", test_kernels_norms },
+    { "kv_store_and_attention_match_the_cpu", test_kernels_attention },
+    { "elementwise_and_argmax", test_kernels_elementwise_and_argmax },
+    { "backend_matches_the_cpu", test_backend_matches_the_cpu },
+    { "backend_is_bitwise_reproducible", test_backend_is_bitwise_reproducible },
+    { "backend_batches_equal_single_steps", test_backend_batches_equal_single_steps },
+    { "backend_two_engines_run_concurrently", test_backend_two_engines_run_concurrently },
+    { "backend_refuses_what_it_cannot_run", test_backend_refuses_what_it_cannot_run },
 };
 
 int main(void)

@@ -1,0 +1,80 @@
+/* kernels.h: the CUDA kernels as the CUDA backend calls them, one family
+ * per file. Every pointer is device memory; stream is the engine's
+ * cudaStream_t. Each launcher checks its arguments and its launch (the
+ * discipline of device.h) and returns 0, or -1 with e naming the kernel and
+ * the values it refused. Activations are [ne0, columns], column after
+ * column; the KV cache is [layer][head_kv][n_ctx][head_dim] as on the CPU. */
+#ifndef MINFER_CUDA_KERNELS_H
+#define MINFER_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "kv_cache.h"
+#include "quant/tensor_type.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether the kernels can read weights of type t: as matmul weights,
+ * embedding rows, and (decoded to f32 at registration) norm weights and biases. */
+bool cuda_weight_type_ok(enum tensor_type t);
+/* Whether a matmul with weights of type t takes Q8_1 activations (the
+ * quantized types) or f32 ones (F32, F16, BF16). */
+bool cuda_matmul_takes_q8(enum tensor_type t);
+
+/* embed.cu: y[:, c] = row ids[c] of w (n_embd x n_vocab, type t), decoded. */
+int cuda_embed(enum tensor_type t, const void *w, int64_t n_embd, const int32_t *ids, int64_t nt, float *y, void *stream,
+               struct error *e);
+
+/* norm.cu: RMS norm of each of nt columns of d values, times w: into y
+ * (f32), or into q8 (d/32 Q8_1 blocks per column) when q8 is not NULL. */
+int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, float *y, void *q8, void *stream,
+                  struct error *e);
+/* Per head vector of [d, h, nt]: an RMS norm times w (if w), then RoPE at
+ * pos[column] (if rope_base > 0), in the given style (enum rope_style). */
+int cuda_head_norm_rope(const float *x, const float *w, float eps, float rope_base, int rope_style, const int32_t *pos,
+                        int64_t d, int64_t h, int64_t nt, float *y, void *stream, struct error *e);
+/* (quantize_q8_1.h quantizes an f32 activation for a matmul that did not get Q8_1 from its producer) */
+
+/* elementwise.cu */
+enum cuda_elementwise_op { CUDA_EW_ADD, CUDA_EW_MUL, CUDA_EW_SILU, CUDA_EW_SWIGLU, CUDA_EW_ADD_BIAS };
+/* y = a op b over n values; ADD_BIAS: b has d values, added to each column. */
+int cuda_elementwise(enum cuda_elementwise_op op, const float *a, const float *b, int64_t n, int64_t d, float *y,
+                     void *stream, struct error *e);
+/* *out = the index of the largest of n values (lowest on ties, NaNs ignored; -1 if all are NaN). */
+int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream, struct error *e);
+
+/* matmul.cu: y[c * n + r] = sum_i w[r][i] x[c][i] (+ bias[r]) for nt
+ * columns, then the epilogue: ADD adds res[c * n + r]; SWIGLU_UP makes
+ * y = silu(y) * product (y holding the gate). x is Q8_1 (k/32 blocks per
+ * column) when cuda_matmul_takes_q8(t), else f32. A column's result does
+ * not depend on how many columns a launch has. */
+enum cuda_epilogue { CUDA_EPI_NONE, CUDA_EPI_ADD, CUDA_EPI_SWIGLU_UP };
+int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt, const float *bias,
+                const float *res, enum cuda_epilogue epi, float *y, void *stream, struct error *e);
+
+/* attention.cu: k and v columns ([d, h_kv] each) into positions pos[c] of
+ * one layer's caches (kl, vl: that layer's first byte). */
+int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const float *v, const int32_t *pos, int64_t d,
+                  int64_t h_kv, int64_t nt, int64_t n_ctx, void *stream, struct error *e);
+/* Causal attention of q [d, h, nt] over positions 0..pos[c] of one layer's
+ * caches, into y [d*h, nt]. Split-K: positions are cut into chunks of
+ * `chunk` (fixed for an engine, so results never depend on timing or on
+ * the batch), each chunk's softmax partials go to scratch
+ * (cuda_attention_scratch_floats), and a second kernel combines them in
+ * chunk order. */
+int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos, int64_t d,
+                   int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, float *scratch, float *y,
+                   void *stream, struct error *e);
+/* The chunk length for a cache of n_ctx positions, and the scratch it needs. */
+int64_t cuda_attention_chunk(int64_t n_ctx);
+size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_t chunk);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,35 @@
+/* runner.h: the GPU test runner's shared parts (a plain runner, not
+ * Criterion: the GPU machine has no Criterion, and CUDA must be used in the
+ * process that initialized it). A test is a void function; CHECK records a
+ * failed expectation with its place and returns whether it held, and a
+ * test returns when the rest depends on it. */
+#ifndef MINFER_TESTS_CUDA_RUNNER_H
+#define MINFER_TESTS_CUDA_RUNNER_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "rng.h"
+
+extern int failures_in_test;
+extern struct rng test_rng;
+
+bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
+
+static inline float normal(void) { return rng_normal(&test_rng); }
+
+/* The tests, by file. */
+void test_kernels_matmul(void);
+void test_kernels_embed(void);
+void test_kernels_norms(void);
+void test_kernels_attention(void);
+void test_kernels_elementwise_and_argmax(void);
+void test_backend_matches_the_cpu(void);
+void test_backend_is_bitwise_reproducible(void);
+void test_backend_batches_equal_single_steps(void);
+void test_backend_two_engines_run_concurrently(void);
+void test_backend_refuses_what_it_cannot_run(void);
+
+#endif

@@ -1,0 +1,230 @@
+/* test_backend.c: whole models on the CUDA backend, through the engine as
+ * run and chat use it. Models are made here with `minfer synth` (Qwen2 in
+ * the Q4_K_M mix, Qwen3 in Q8_0, Llama in F16: every matmul family and the
+ * float path). The GPU is checked against the CPU reference (the GPU's
+ * matmuls read Q8_1 activations, so logits agree to a stated bound, not
+ * bit for bit), and against itself: the same prompt twice, CUDA graph
+ * replay against direct launches, a batch against single steps, two
+ * engines at once against each alone, all bit for bit. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cuda/cuda_backend.h"
+#include "engine.h"
+#include "model.h"
+#include "runner.h"
+
+struct tiny {
+    const char *arch, *hparams, *type;
+};
+
+static const struct tiny tinies[] = {
+    { "qwen2", "n_embd=256,n_layer=2,n_head=4,n_head_kv=2,n_ff=512,n_vocab=400,n_ctx=512,eps=1e-6", "q4_k_m" },
+    { "qwen3", "n_embd=256,n_layer=2,n_head=4,n_head_kv=2,head_dim=64,n_ff=384,n_vocab=400,n_ctx=512,eps=1e-6", "q8_0" },
+    { "llama", "n_embd=192,n_layer=2,n_head=3,n_head_kv=1,n_ff=256,n_vocab=400,n_ctx=512,eps=1e-5", "f16" },
+};
+#define N_TINY 3
+
+static const char *model_path(int i)
+{
+    static char paths[N_TINY][64];
+    if (!paths[i][0]) {
+        snprintf(paths[i], sizeof paths[i], "/tmp/minfer-cuda-test-%d-%s.gguf", (int)getpid(), tinies[i].arch);
+        char *argv[] = { "--arch", (char *)tinies[i].arch, "--hparams", (char *)tinies[i].hparams, "--type",
+                         (char *)tinies[i].type, "--seed", "11", "--threads", "4", "-o", paths[i] };
+        if (cmd_synth(12, argv) != 0) {
+            printf("    synth %s failed\n", tinies[i].arch);
+            exit(1);
+        }
+    }
+    return paths[i];
+}
+
+static const int32_t prompt[12] = { 1, 17, 42, 99, 5, 250, 3, 77, 180, 12, 64, 201 };
+
+static bool open_engine(struct engine *en, const struct model *m, const char *device, int64_t n_batch, bool logits_all,
+                        bool no_graphs)
+{
+    struct error e;
+    struct engine_config cfg = { .n_ctx = 256, .n_batch = n_batch, .kv_type = KV_F16, .n_threads = 4,
+                                 .logits_all = logits_all, .device = device, .no_graphs = no_graphs };
+    return CHECK(engine_init(en, m, &cfg, &e) == 0, "%s", e.msg);
+}
+
+/* Logits of the prompt's tokens, then of 12 greedy steps after it:
+ * 24 rows of n_vocab, into out. */
+static bool run_sequence(struct engine *en, float *out)
+{
+    struct error e;
+    int64_t v = en->n_vocab;
+    engine_truncate(en, 0);
+    if (!CHECK(engine_eval_logits(en, prompt, 12, out, &e) == 0, "%s", e.msg))
+        return false;
+    for (int i = 0; i < 12; i++) {
+        int32_t next;
+        if (!CHECK(engine_argmax(en, &next, &e) == 0 && engine_eval_logits(en, &next, 1, out + (12 + i) * v, &e) == 0,
+                   "%s", e.msg))
+            return false;
+    }
+    return true;
+}
+
+void test_backend_matches_the_cpu(void)
+{
+    for (int t = 0; t < N_TINY; t++) {
+        struct model m;
+        struct error e;
+        if (!CHECK(model_open(&m, model_path(t), &e) == 0, "%s", e.msg))
+            return;
+        struct engine cpu, gpu;
+        if (!open_engine(&cpu, &m, "cpu", 4, true, false) || !open_engine(&gpu, &m, "cuda", 4, true, false))
+            return;
+        int64_t v = cpu.n_vocab;
+        float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
+        /* the same tokens for both: the CPU's greedy continuation */
+        bool ok = run_sequence(&cpu, a);
+        int32_t tokens[24];
+        memcpy(tokens, prompt, sizeof prompt);
+        for (int i = 0; i < 12; i++) {
+            int32_t best = 0;
+            for (int64_t j = 1; j < v; j++)
+                best = a[(11 + i) * v + j] > a[(11 + i) * v + best] ? (int32_t)j : best;
+            tokens[12 + i] = best;
+        }
+        engine_truncate(&gpu, 0);
+        ok = ok && CHECK(engine_eval_logits(&gpu, tokens, 24, b, &e) == 0, "%s", e.msg);
+        double worst = 0;
+        int agree = 0;
+        for (int p = 0; ok && p < 24; p++) {
+            double diff = 0, scale = 0;
+            int32_t ba = 0, bb = 0;
+            for (int64_t j = 0; j < v; j++) {
+                diff = fmax(diff, fabs((double)a[p * v + j] - b[p * v + j]));
+                scale = fmax(scale, fabs((double)a[p * v + j]));
+                ba = a[p * v + j] > a[p * v + ba] ? (int32_t)j : ba;
+                bb = b[p * v + j] > b[p * v + bb] ? (int32_t)j : bb;
+            }
+            worst = fmax(worst, diff / scale);
+            agree += ba == bb;
+        }
+        if (ok)
+            printf("    %s (%s): GPU against CPU logits, worst max|diff|/max|cpu| %.3g over 24 positions; argmax "
+                   "agrees at %d (bound 0.05)\n", tinies[t].arch, tinies[t].type, worst, agree);
+        ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits differ from the CPU's by %.3g", tinies[t].arch, worst);
+        free(a), free(b);
+        engine_free(&cpu), engine_free(&gpu);
+        model_close(&m);
+        if (!ok)
+            return;
+    }
+}
+
+void test_backend_is_bitwise_reproducible(void)
+{
+    for (int t = 0; t < N_TINY; t++) {
+        struct model m;
+        struct error e;
+        if (!CHECK(model_open(&m, model_path(t), &e) == 0, "%s", e.msg))
+            return;
+        struct engine g, direct;
+        if (!open_engine(&g, &m, "cuda", 4, true, false) || !open_engine(&direct, &m, "cuda", 4, true, true))
+            return;
+        int64_t v = g.n_vocab;
+        float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4), *c = malloc((size_t)(24 * v) * 4);
+        long before = cuda_backend_replays(g.bs);
+        bool ok = run_sequence(&g, a) && run_sequence(&g, b) && run_sequence(&direct, c);
+        long replays = cuda_backend_replays(g.bs) - before;
+        ok = ok && CHECK(memcmp(a, b, (size_t)(24 * v) * 4) == 0, "%s: the same prompt twice gave other bits", tinies[t].arch);
+        ok = ok && CHECK(replays >= 20, "%s: %ld decode steps replayed a captured graph, expected >= 20", tinies[t].arch,
+                         replays);
+        ok = ok && CHECK(cuda_backend_replays(direct.bs) == 0, "--no-graphs replayed a graph");
+        ok = ok && CHECK(memcmp(a, c, (size_t)(24 * v) * 4) == 0, "%s: graph replay differs from direct launches",
+                         tinies[t].arch);
+        if (ok)
+            printf("    %s: 2 x 24 positions identical; %ld steps replayed, equal to direct launches\n", tinies[t].arch,
+                   replays);
+        free(a), free(b), free(c);
+        engine_free(&g), engine_free(&direct);
+        model_close(&m);
+        if (!ok)
+            return;
+    }
+}
+
+void test_backend_batches_equal_single_steps(void)
+{
+    struct model m;
+    struct error e;
+    if (!CHECK(model_open(&m, model_path(0), &e) == 0, "%s", e.msg))
+        return;
+    for (int64_t k = 2; k <= 8; k += 3) {
+        struct engine batch, steps;
+        if (!open_engine(&batch, &m, "cuda", k, true, false) || !open_engine(&steps, &m, "cuda", 1, true, false))
+            return;
+        int64_t v = batch.n_vocab;
+        float *a = malloc((size_t)(12 * v) * 4), *b = malloc((size_t)(12 * v) * 4);
+        bool ok = CHECK(engine_eval_logits(&batch, prompt, 12, a, &e) == 0, "%s", e.msg) &&
+                  CHECK(engine_eval_logits(&steps, prompt, 12, b, &e) == 0, "%s", e.msg);
+        for (int p = 0; ok && p < 12; p++)
+            ok = CHECK(memcmp(a + p * v, b + p * v, (size_t)v * 4) == 0,
+                       "position %d: batches of %lld differ from single steps", p, (long long)k);
+        free(a), free(b);
+        engine_free(&batch), engine_free(&steps);
+        if (!ok)
+            break;
+    }
+    model_close(&m);
+}
+
+struct worker {
+    const struct model *m;
+    float *out;
+    bool ok;
+};
+
+static void *decode_alone(void *arg)
+{
+    struct worker *w = arg;
+    struct engine en;
+    w->ok = open_engine(&en, w->m, "cuda", 4, true, false) && run_sequence(&en, w->out);
+    engine_free(&en);
+    return NULL;
+}
+
+void test_backend_two_engines_run_concurrently(void)
+{
+    struct model m;
+    struct error e;
+    if (!CHECK(model_open(&m, model_path(1), &e) == 0, "%s", e.msg))
+        return;
+    size_t bytes = 24 * 400 * 4;
+    struct worker alone = { &m, malloc(bytes), false }, w[2] = { { &m, malloc(bytes), false }, { &m, malloc(bytes), false } };
+    decode_alone(&alone);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, decode_alone, &w[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    if (CHECK(alone.ok && w[0].ok && w[1].ok, "an engine failed"))
+        CHECK(memcmp(alone.out, w[0].out, bytes) == 0 && memcmp(alone.out, w[1].out, bytes) == 0,
+              "two engines at once gave other bits than one alone");
+    free(alone.out), free(w[0].out), free(w[1].out);
+    model_close(&m);
+}
+
+void test_backend_refuses_what_it_cannot_run(void)
+{
+    struct model m;
+    struct error e;
+    if (!CHECK(model_open(&m, model_path(1), &e) == 0, "%s", e.msg))
+        return;
+    struct engine en;
+    struct engine_config cfg = { .n_ctx = 1 << 22, .n_batch = 8, .kv_type = KV_F32, .device = "cuda" };
+    if (CHECK(engine_init(&en, &m, &cfg, &e) == -1, "a context of 4M positions was accepted"))
+        CHECK(strstr(e.msg, "too long for the attention kernel"), "%s", e.msg);
+    model_close(&m);
+}

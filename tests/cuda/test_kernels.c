@@ -1,0 +1,392 @@
+/* test_kernels.c: every CUDA kernel against the CPU on fresh random inputs
+ * of model widths. Bit-equal where the arithmetic is the CPU's own (the
+ * embedding decoders, the KV store, the Q8_1 norm output against the CPU's
+ * quantizer); within a stated tolerance, with the measured error printed,
+ * where the order of a sum differs (the matmul's per-block integer sums are
+ * exact, its float accumulation across blocks is a tree). A batch of
+ * columns gives each column's single-column bits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "cuda/quantize_q8_1.h"
+#include "graph_ops.h"
+#include "kv_cache.h"
+#include "quant/half.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
+#include "runner.h"
+
+/* Device copies made and freed in one place. */
+static void *up(const void *src, size_t bytes)
+{
+    void *d;
+    struct error e;
+    if (cuda_alloc(&d, bytes ? bytes : 4, "test data", &e) || (src && cuda_upload(d, src, bytes, &e))) {
+        printf("    %s\n", e.msg);
+        exit(1);
+    }
+    return d;
+}
+
+static void down(void *dst, const void *src, size_t bytes)
+{
+    struct error e;
+    if (cuda_sync(&e) || cuda_download(dst, src, bytes, &e)) {
+        printf("    %s\n", e.msg);
+        exit(1);
+    }
+}
+
+static float *randoms(int64_t n, float sd)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = sd * normal();
+    return x;
+}
+
+/* ---- matmul ---- */
+
+static double silu_d(double v) { return v / (1 + exp(-v)); }
+
+/* One type and shape: nt columns at once against the reference, and each
+ * column alone against the batch, bit for bit; with a bias and a residual,
+ * and as the up half of SwiGLU. */
+static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, double *worst)
+{
+    struct error e;
+    bool q8 = cuda_matmul_takes_q8(t);
+    size_t wbytes = type_bytes(t, (uint64_t)(k * n)), row_bytes = wbytes / (size_t)n, xq_col = (size_t)(k / 32) * 36;
+    float *wf = randoms(k * n, 0.02f), *x = randoms(k * nt, 1), *bias = randoms(n, 0.1f), *res = randoms(n * nt, 1),
+          *gate = randoms(n * nt, 1);
+    uint8_t *wq = malloc(wbytes), *xq = malloc(xq_col * (size_t)nt);
+    float *wd = malloc((size_t)(k * n) * sizeof *wd);
+    quantize_row(t, wf, wq, k * n);
+    dequantize_row(t, wq, wd, k * n);
+    for (int64_t c = 0; c < nt; c++)
+        quant_q8_1(x + c * k, xq + (size_t)c * xq_col, k);
+    void *dw = up(wq, wbytes), *dxf = up(x, (size_t)(k * nt) * 4), *dxq = up(NULL, xq_col * (size_t)nt);
+    float *db = up(bias, (size_t)n * 4), *dr = up(res, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
+    float *got = malloc((size_t)(n * nt) * 4), *one = malloc((size_t)n * 4), *sw = malloc((size_t)(n * nt) * 4);
+    bool ok = CHECK(cuda_quantize_q8_1(dxf, dxq, k * nt, NULL, &e) == 0, "%s", e.msg);
+    const void *dx = q8 ? dxq : dxf;
+    ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, nt, db, dr, CUDA_EPI_ADD, dy, NULL, &e) == 0, "%s", e.msg);
+    if (ok)
+        down(got, dy, (size_t)(n * nt) * 4);
+    for (int64_t c = 0; ok && c < nt; c++) {
+        for (int64_t r = 0; r < n && ok; r++) {
+            double ref = 0, scale = 1;
+            if (q8) {
+                float dot;
+                dot_q8_1(t, wq + (size_t)r * row_bytes, xq + (size_t)c * xq_col, k, &dot);
+                ref = dot;
+                scale += fabs(ref);
+            } else {
+                for (int64_t i = 0; i < k; i++)
+                    ref += (double)wd[r * k + i] * x[c * k + i], scale += fabs((double)wd[r * k + i] * x[c * k + i]);
+            }
+            ref += bias[r] + res[c * n + r];
+            double err = fabs(got[c * n + r] - ref) / scale;
+            *worst = err > *worst ? err : *worst;
+            /* a quantized row is a float sum of up to 128 block terms in another order than the reference's */
+            ok = CHECK(err <= (q8 ? 1e-4 : 1e-5), "%s k=%lld column %lld row %lld: gpu %g, reference %g", type_name(t), (long long)k,
+                       (long long)c, (long long)r, (double)got[c * n + r], ref);
+        }
+        /* the column alone: the same bits */
+        const void *xc = q8 ? (const void *)((const uint8_t *)dxq + (size_t)c * xq_col) : (const void *)((const float *)dxf + c * k);
+        ok = ok && CHECK(cuda_matmul(t, dw, k, n, xc, 1, db, dr + c * n, CUDA_EPI_ADD, dy, NULL, &e) == 0, "%s", e.msg);
+        if (ok) {
+            down(one, dy, (size_t)n * 4);
+            ok = CHECK(memcmp(one, got + c * n, (size_t)n * 4) == 0, "%s: column %lld alone differs from the batch",
+                       type_name(t), (long long)c);
+        }
+    }
+    /* SwiGLU's up half: y holds the gate, becomes silu(gate) * (w x) */
+    float *plain = malloc((size_t)(n * nt) * 4);
+    ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) == 0, "%s", e.msg);
+    if (ok) {
+        down(plain, dy, (size_t)(n * nt) * 4);
+        cuda_upload(dy, gate, (size_t)(n * nt) * 4, &e);
+        ok = CHECK(cuda_matmul(t, dw, k, n, dx, nt, NULL, NULL, CUDA_EPI_SWIGLU_UP, dy, NULL, &e) == 0, "%s", e.msg);
+    }
+    if (ok) {
+        down(sw, dy, (size_t)(n * nt) * 4);
+        for (int64_t i = 0; i < n * nt && ok; i++) {
+            double want = silu_d(gate[i]) * plain[i];
+            ok = CHECK(fabs(sw[i] - want) <= 1e-5 * (fabs(want) + 1e-3), "%s swiglu %lld: %g vs %g", type_name(t),
+                       (long long)i, (double)sw[i], want);
+        }
+    }
+    cuda_free(dw), cuda_free(dxf), cuda_free(dxq), cuda_free(db), cuda_free(dr), cuda_free(dy);
+    free(wf), free(x), free(bias), free(res), free(gate), free(wq), free(xq), free(wd), free(got), free(one), free(sw);
+    free(plain);
+    return ok;
+}
+
+void test_kernels_matmul(void)
+{
+    static const enum tensor_type types[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0, TYPE_Q4_K,
+                                              TYPE_Q5_K, TYPE_Q6_K, TYPE_F32, TYPE_F16, TYPE_BF16 };
+    static const int64_t nts[] = { 1, 3, 9 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        enum tensor_type t = types[i];
+        bool k_quant = type_info(t)->block_elems == 256;
+        double worst = 0;
+        for (int s = 0; s < 3; s++) {
+            /* a Qwen2.5-0.5B width (not a multiple of 256) where the type allows, else Qwen3-8B's */
+            int64_t k = k_quant || s == 2 ? 4096 : 896, n = s == 2 ? 160 : 72;
+            if (!matmul_case(t, k, n, nts[s], &worst))
+                return;
+        }
+        printf("    %-5s worst error %.2e (relative to 1 + |reference| for Q8_1 types, bound 1e-4; to the sum of |terms| "
+               "for float weights, bound 1e-5)\n", type_name(t), worst);
+    }
+    struct error e;
+    CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
+              strcmp(e.msg, "matmul: no GPU kernel for weight type Q3_K") == 0,
+          "%s", e.msg);
+}
+
+/* ---- embedding rows: the CPU decoder's bits ---- */
+
+void test_kernels_embed(void)
+{
+    static const enum tensor_type types[] = { TYPE_F32,  TYPE_F16,  TYPE_BF16, TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0,
+                                              TYPE_Q5_1, TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K };
+    const int64_t d = 512, vocab = 37, nt = 6;
+    int32_t ids[6] = { 0, 36, 5, 5, 17, 30 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        enum tensor_type t = types[i];
+        size_t bytes = type_bytes(t, (uint64_t)(d * vocab)), row = bytes / (size_t)vocab;
+        float *wf = randoms(d * vocab, 1), *want = malloc((size_t)(d * nt) * 4), *got = malloc((size_t)(d * nt) * 4);
+        uint8_t *w = malloc(bytes);
+        quantize_row(t, wf, w, d * vocab);
+        for (int c = 0; c < nt; c++)
+            dequantize_row(t, w + (size_t)ids[c] * row, want + c * d, d);
+        void *dw = up(w, bytes), *di = up(ids, sizeof ids), *dy = up(NULL, (size_t)(d * nt) * 4);
+        struct error e;
+        bool ok = CHECK(cuda_embed(t, dw, d, di, nt, dy, NULL, &e) == 0, "%s", e.msg);
+        if (ok) {
+            down(got, dy, (size_t)(d * nt) * 4);
+            ok = CHECK(memcmp(got, want, (size_t)(d * nt) * 4) == 0, "%s: the rows differ from the CPU's decoder",
+                       type_name(t));
+        }
+        cuda_free(dw), cuda_free(di), cuda_free(dy);
+        free(wf), free(want), free(got), free(w);
+        if (!ok)
+            return;
+    }
+}
+
+/* ---- RMS norm, Q8_1 output, head norm and RoPE ---- */
+
+void test_kernels_norms(void)
+{
+    struct error e;
+    const int64_t d = 896, nt = 5;
+    float *x = randoms(d * nt, 3), *w = randoms(d, 0.3f), *y = malloc((size_t)(d * nt) * 4);
+    for (int i = 0; i < d; i++)
+        w[i] += 1;
+    uint8_t *q = malloc((size_t)(d / 32) * 36 * nt), *want_q = malloc((size_t)(d / 32) * 36 * nt);
+    float *dx = up(x, (size_t)(d * nt) * 4), *dw = up(w, (size_t)d * 4), *dy = up(NULL, (size_t)(d * nt) * 4);
+    void *dq = up(NULL, (size_t)(d / 32) * 36 * nt);
+    if (!CHECK(cuda_rms_norm(dx, dw, 1e-6f, d, nt, dy, NULL, NULL, &e) == 0 &&
+                   cuda_rms_norm(dx, dw, 1e-6f, d, nt, NULL, dq, NULL, &e) == 0,
+               "%s", e.msg))
+        return;
+    down(y, dy, (size_t)(d * nt) * 4);
+    down(q, dq, (size_t)(d / 32) * 36 * nt);
+    double worst = 0;
+    for (int64_t c = 0; c < nt; c++) {
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++)
+            ss += (double)x[c * d + i] * x[c * d + i];
+        const float scale = 1.0f / sqrtf((float)(ss / (double)d) + 1e-6f);
+        for (int64_t i = 0; i < d; i++) {
+            float want = x[c * d + i] * scale * w[i];
+            double err = fabs(y[c * d + i] - want) / (fabs(want) + 1e-6);
+            worst = err > worst ? err : worst;
+        }
+        quant_q8_1(y + c * d, want_q + (size_t)c * (d / 32) * 36, d);
+    }
+    printf("    rms_norm worst relative error %.2e against the CPU's formula (bound 1e-6)\n", worst);
+    if (!CHECK(worst <= 1e-6, "rms_norm error %g", worst) ||
+        !CHECK(memcmp(q, want_q, (size_t)(d / 32) * 36 * nt) == 0, "the Q8_1 output is not the CPU's quantization of the f32 output"))
+        return;
+    /* head norm + RoPE, both styles, against double-precision formulas */
+    const int64_t hd = 128, h = 4, hn = 3;
+    const int32_t pos[3] = { 0, 7, 3000 };
+    float *hx = randoms(hd * h * hn, 1), *hw = randoms(hd, 0.2f), *hy = malloc((size_t)(hd * h * hn) * 4);
+    for (int i = 0; i < hd; i++)
+        hw[i] += 1;
+    float *dhx = up(hx, (size_t)(hd * h * hn) * 4), *dhw = up(hw, (size_t)hd * 4), *dhy = up(NULL, (size_t)(hd * h * hn) * 4);
+    int32_t *dpos = up(pos, sizeof pos);
+    for (int style = 0; style < 2; style++) {
+        if (!CHECK(cuda_head_norm_rope(dhx, dhw, 1e-6f, 1e6f, style, dpos, hd, h, hn, dhy, NULL, &e) == 0, "%s", e.msg))
+            return;
+        down(hy, dhy, (size_t)(hd * h * hn) * 4);
+        double herr = 0;
+        for (int64_t c = 0; c < hn; c++)
+            for (int64_t j = 0; j < h; j++) {
+                const float *xi = hx + (c * h + j) * hd;
+                double v[128], ss = 0;
+                for (int i = 0; i < hd; i++)
+                    ss += (double)xi[i] * xi[i];
+                for (int i = 0; i < hd; i++)
+                    v[i] = xi[i] / sqrt(ss / hd + 1e-6) * hw[i];
+                for (int i = 0; i < hd / 2; i++) {
+                    double th = pos[c] * pow(1e6, -2.0 * i / hd);
+                    int a = style == ROPE_NEOX ? i : 2 * i, b = style == ROPE_NEOX ? i + hd / 2 : 2 * i + 1;
+                    double x0 = v[a], x1 = v[b];
+                    v[a] = x0 * cos(th) - x1 * sin(th);
+                    v[b] = x0 * sin(th) + x1 * cos(th);
+                }
+                double vmax = 0, dmax = 0;
+                for (int i = 0; i < hd; i++) {
+                    vmax = fmax(vmax, fabs(v[i]));
+                    dmax = fmax(dmax, fabs(hy[(c * h + j) * hd + i] - v[i]));
+                }
+                herr = fmax(herr, dmax / vmax);
+            }
+        printf("    head_norm_rope (%s) worst error %.2e of a head's largest value (bound 1e-6)\n", style ? "normal" : "neox",
+               herr);
+        if (!CHECK(herr <= 1e-6, "head norm + rope error %g", herr))
+            return;
+    }
+    cuda_free(dx), cuda_free(dw), cuda_free(dy), cuda_free(dq), cuda_free(dhx), cuda_free(dhw), cuda_free(dhy);
+    cuda_free(dpos);
+    free(x), free(w), free(y), free(q), free(want_q), free(hx), free(hw), free(hy);
+}
+
+/* ---- the KV store (the CPU's bytes) and attention (a double softmax) ---- */
+
+static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t n_ctx)
+{
+    struct error e;
+    const int64_t n_fill = 251, nq = 4;
+    const int32_t qpos[4] = { 5, 63, 64, 250 };
+    int32_t *fpos = malloc((size_t)n_fill * 4);
+    for (int i = 0; i < n_fill; i++)
+        fpos[i] = i;
+    float *k = randoms(d * h_kv * n_fill, 1), *v = randoms(d * h_kv * n_fill, 1), *q = randoms(d * h * nq, 1);
+    struct kv_cache cpu;
+    if (!CHECK(kv_init(&cpu, kt, 1, n_ctx, h_kv, d, &e) == 0, "%s", e.msg))
+        return false;
+    for (int64_t p = 0; p < n_fill; p++)
+        for (int64_t j = 0; j < h_kv; j++) {
+            kv_store_row(&cpu, cpu.k, 0, j, p, k + (p * h_kv + j) * d);
+            kv_store_row(&cpu, cpu.v, 0, j, p, v + (p * h_kv + j) * d);
+        }
+    size_t half = kv_bytes(&cpu) / 2;
+    void *dk = up(NULL, half), *dv = up(NULL, half);
+    float *dkin = up(k, (size_t)(d * h_kv * n_fill) * 4), *dvin = up(v, (size_t)(d * h_kv * n_fill) * 4);
+    float *dq = up(q, (size_t)(d * h * nq) * 4), *dy = up(NULL, (size_t)(d * h * nq) * 4);
+    int32_t *dfpos = up(fpos, (size_t)n_fill * 4), *dqpos = up(qpos, sizeof qpos);
+    int64_t chunk = cuda_attention_chunk(n_ctx);
+    float *scratch = up(NULL, cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4);
+    uint8_t *kbytes = malloc(half), *vbytes = malloc(half);
+    float *y = malloc((size_t)(d * h * nq) * 4), *one = malloc((size_t)(d * h) * 4);
+    cuda_memset_async(dk, 0, half, NULL, &e), cuda_memset_async(dv, 0, half, NULL, &e);
+    bool ok = CHECK(cuda_kv_store(kt, dk, dv, dkin, dvin, dfpos, d, h_kv, n_fill, n_ctx, NULL, &e) == 0, "%s", e.msg);
+    if (ok) {
+        down(kbytes, dk, half);
+        down(vbytes, dv, half);
+        ok = CHECK(memcmp(kbytes, cpu.k, half) == 0 && memcmp(vbytes, cpu.v, half) == 0,
+                   "%s: the cache's bytes differ from the CPU's", kv_type_name(kt));
+    }
+    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, scratch, dy, NULL, &e) == 0,
+                     "%s", e.msg);
+    if (ok)
+        down(y, dy, (size_t)(d * h * nq) * 4);
+    double worst = 0;
+    float *kr = malloc((size_t)d * 4), *vr = malloc((size_t)d * 4);
+    for (int64_t c = 0; ok && c < nq; c++) {
+        for (int64_t j = 0; j < h; j++) {
+            int64_t g = j / (h / h_kv);
+            double *s = malloc((size_t)(qpos[c] + 1) * sizeof *s), max = -INFINITY, sum = 0;
+            for (int64_t p = 0; p <= qpos[c]; p++) {
+                kv_load_row(&cpu, cpu.k, 0, g, p, kr);
+                s[p] = 0;
+                for (int64_t i = 0; i < d; i++)
+                    s[p] += (double)q[(c * h + j) * d + i] * kr[i];
+                s[p] /= sqrt((double)d);
+                max = fmax(max, s[p]);
+            }
+            for (int64_t p = 0; p <= qpos[c]; p++)
+                sum += s[p] = exp(s[p] - max);
+            for (int64_t i = 0; i < d; i++) {
+                double want = 0;
+                for (int64_t p = 0; p <= qpos[c]; p++) {
+                    kv_load_row(&cpu, cpu.v, 0, g, p, vr);
+                    want += s[p] / sum * vr[i];
+                }
+                double err = fabs(y[(c * h + j) * d + i] - want);
+                worst = err > worst ? err : worst;
+            }
+            free(s);
+        }
+        /* the query alone: the same bits as in the batch */
+        ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, scratch, dy, NULL,
+                                  &e) == 0,
+                   "%s", e.msg);
+        if (ok) {
+            down(one, dy, (size_t)(d * h) * 4);
+            ok = CHECK(memcmp(one, y + c * d * h, (size_t)(d * h) * 4) == 0, "query %lld alone differs from the batch",
+                       (long long)c);
+        }
+    }
+    if (ok)
+        printf("    attention %s d=%lld, %lld/%lld heads, chunks of %lld: worst error %.2e (bound 1e-5)\n", kv_type_name(kt),
+               (long long)d, (long long)h, (long long)h_kv, (long long)chunk, worst);
+    ok = ok && CHECK(worst <= 1e-5, "attention error %g", worst);
+    cuda_free(dk), cuda_free(dv), cuda_free(dkin), cuda_free(dvin), cuda_free(dq), cuda_free(dy), cuda_free(dfpos);
+    cuda_free(dqpos), cuda_free(scratch);
+    free(fpos), free(k), free(v), free(q), free(kbytes), free(vbytes), free(y), free(one), free(kr), free(vr);
+    kv_free(&cpu);
+    return ok;
+}
+
+void test_kernels_attention(void)
+{
+    if (attention_case(KV_F32, 64, 8, 2, 300) && attention_case(KV_F16, 128, 8, 2, 300) &&
+        attention_case(KV_Q8_0, 128, 4, 4, 4096))
+        attention_case(KV_F16, 64, 14, 2, 32768);
+}
+
+/* ---- elementwise ops and argmax ---- */
+
+void test_kernels_elementwise_and_argmax(void)
+{
+    struct error e;
+    const int64_t d = 64, n = d * 7;
+    float *a = randoms(n, 3), *b = randoms(n, 1), *y = malloc((size_t)n * 4);
+    float *da = up(a, (size_t)n * 4), *db = up(b, (size_t)n * 4), *dy = up(NULL, (size_t)n * 4);
+    for (int op = CUDA_EW_ADD; op <= CUDA_EW_ADD_BIAS; op++) {
+        if (!CHECK(cuda_elementwise((enum cuda_elementwise_op)op, da, db, n, d, dy, NULL, &e) == 0, "%s", e.msg))
+            return;
+        down(y, dy, (size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) {
+            double want = op == CUDA_EW_ADD ? (double)(a[i] + b[i]) : op == CUDA_EW_MUL ? (double)(a[i] * b[i])
+                          : op == CUDA_EW_SILU ? silu_d(a[i]) : op == CUDA_EW_SWIGLU ? silu_d(a[i]) * b[i]
+                                                                                      : (double)(a[i] + b[i % d]);
+            if (!CHECK(fabs(y[i] - want) <= 1e-6 * (fabs(want) + 1e-6), "op %d element %lld: %g vs %g", op,
+                       (long long)i, (double)y[i], want))
+                return;
+        }
+    }
+    /* argmax: the first of two equal maxima, NaNs ignored */
+    const int64_t nv = 151936;
+    float *l = randoms(nv, 1);
+    l[100] = NAN, l[99999] = 9.5f, l[120000] = 9.5f, l[7] = NAN;
+    float *dl = up(l, (size_t)nv * 4);
+    int32_t *di = up(NULL, 4), got = -2;
+    if (!CHECK(cuda_argmax(dl, nv, di, NULL, &e) == 0, "%s", e.msg))
+        return;
+    down(&got, di, 4);
+    CHECK(got == 99999, "argmax %d, want 99999", got);
+    cuda_free(da), cuda_free(db), cuda_free(dy), cuda_free(dl), cuda_free(di);
+    free(a), free(b), free(y), free(l);
+}
