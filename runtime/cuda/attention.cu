@@ -174,8 +174,9 @@ __global__ void attention_chunk_kernel(const uint8_t *__restrict__ kl, const uin
 
 /* One CTA per (head, query): the chunks' partials combined in chunk order. */
 __global__ void attention_combine_kernel(const float *__restrict__ partial, int64_t c_base, int64_t d, int64_t h,
-                                         int64_t S, float *__restrict__ y)
+                                         int64_t S, float *__restrict__ y, uint8_t *__restrict__ q8)
 {
+    extern __shared__ float outs[];
     const int64_t head = blockIdx.x, c = c_base + blockIdx.y;
     const float *pc = partial + ((size_t)blockIdx.y * (size_t)h + (size_t)head) * (size_t)S * (size_t)(d + 2);
     float M = -INFINITY;
@@ -190,17 +191,24 @@ __global__ void attention_combine_kernel(const float *__restrict__ partial, int6
         for (int64_t s = 0; s < S; s++)
             if (pc[s * (d + 2) + 1] > 0)
                 acc += pc[s * (d + 2) + 2 + i] * expf(pc[s * (d + 2)] - M);
-        y[((size_t)c * (size_t)h + (size_t)head) * (size_t)d + (size_t)i] = __fdiv_rn(acc, L);
+        outs[i] = __fdiv_rn(acc, L);
+        y[((size_t)c * (size_t)h + (size_t)head) * (size_t)d + (size_t)i] = outs[i];
     }
+    if (!q8)
+        return;
+    __syncthreads(); /* warp b quantizes the head's 32-element blocks b, b + 4, ... */
+    const size_t col_bytes = (size_t)(d * h / 32) * 36;
+    for (int64_t b = threadIdx.x / 32; b < d / 32; b += ATT_THREADS / 32)
+        q8_1_block(outs[b * 32 + threadIdx.x % 32], q8 + (size_t)c * col_bytes + (size_t)(head * (d / 32) + b) * 36);
 }
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,
                               int64_t d, int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk,
-                              float *scratch, float *y, void *stream, struct error *e)
+                              float *scratch, float *y, void *q8, void *stream, struct error *e)
 {
     const int64_t S = n_chunks(n_ctx, chunk);
     const size_t smem = (size_t)(d + chunk) * sizeof(float);
-    if (d <= 0 || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > 65535 || smem > 48 * 1024)
+    if (d <= 0 || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > 65535 || smem > 48 * 1024 || (q8 && d % 32))
         return fail(e, "attention: %lld heads of %lld over %lld KV heads, chunks of %lld (%zu bytes of shared memory)",
                     (long long)h, (long long)d, (long long)h_kv, (long long)chunk, smem);
     const size_t rb = kv_row_bytes(kt, d);
@@ -222,7 +230,8 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
                                                                              chunk, rb, scratch);
         if (cuda_launch_end("attention_chunk_kernel", e) || cuda_launch_begin("attention_combine_kernel", e))
             return -1;
-        attention_combine_kernel<<<dim3((unsigned)h, nq), ATT_THREADS, 0, st>>>(scratch, c0, d, h, S, y);
+        attention_combine_kernel<<<dim3((unsigned)h, nq), ATT_THREADS, (size_t)d * sizeof(float), st>>>(
+            scratch, c0, d, h, S, y, (uint8_t *)q8);
         if (cuda_launch_end("attention_combine_kernel", e))
             return -1;
     }

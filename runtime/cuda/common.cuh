@@ -27,23 +27,6 @@ __device__ static inline uint32_t u32_at(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Eight little-endian words from a 2-byte-aligned p (Q8_0 and Q6_K blocks
- * are 34 and 210 bytes, so their codes are only 2-byte aligned): eight
- * aligned word loads and, when p is not 4-aligned, the two bytes after them,
- * so nothing past p + 32 is read. */
-__device__ static inline void words8(const uint8_t *p, unsigned out[8])
-{
-    const uintptr_t a = (uintptr_t)p;
-    const unsigned *w = (const unsigned *)(a & ~(uintptr_t)3);
-    const unsigned shift = 8 * (unsigned)(a & 3);
-    unsigned v[9];
-    for (int t = 0; t < 8; t++)
-        v[t] = w[t];
-    v[8] = shift ? *(const unsigned short *)(w + 8) : 0;
-    for (int t = 0; t < 8; t++)
-        out[t] = __funnelshift_r(v[t], v[t + 1], shift);
-}
-
 /* ---- decoding: element e (0 <= e < block_elems) of one block ---- */
 
 __device__ static inline float decode(enum tensor_type t, const uint8_t *b, int e)
@@ -91,40 +74,104 @@ __device__ static inline float decode(enum tensor_type t, const uint8_t *b, int 
     }
 }
 
+/* Quantizes the 32 values of one warp (one per lane) into the Q8_1 block at
+ * out, as the CPU's quant_q8_1 does: d = amax/127, q = roundf(v / d),
+ * s = d * sum(q), each rounded once. */
+__device__ static inline void q8_1_block(float v, uint8_t *out)
+{
+    const int lane = threadIdx.x % 32;
+    float amax = fabsf(v);
+    for (int off = 16; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float d = __fdiv_rn(amax, 127.0f);
+    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    const int q = (int)roundf(__fmul_rn(v, id));
+    int sum = q;
+    for (int off = 16; off > 0; off >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    out[4 + lane] = (uint8_t)(int8_t)q;
+    if (lane == 0) /* blocks are 36 bytes, so every block starts 4-byte aligned */
+        *reinterpret_cast<__half2 *>(out) = __floats2half2_rn(d, __fmul_rn(d, (float)sum));
+}
+
 /* ---- quantized weights against Q8_1 activations ---- */
 
-/* The 32 codes of a Q8_1 block as eight words, and its d and s. */
+/* N little-endian words from p, which is 2-byte aligned (legacy blocks of
+ * 18 and 22 bytes, Q8_0's 34, Q6_K's 210): aligned word loads shifted into
+ * place, and the last two bytes read as a half word, so nothing past p + 4N
+ * is touched. */
+template <int N>
+__device__ static inline void words2(const uint8_t *p, unsigned out[N])
+{
+    const uintptr_t a = (uintptr_t)p;
+    const unsigned *w = (const unsigned *)(a & ~(uintptr_t)3);
+    const unsigned shift = 8 * (unsigned)(a & 3);
+    unsigned v[N + 1];
+#pragma unroll
+    for (int t = 0; t < N; t++)
+        v[t] = w[t];
+    v[N] = shift ? *(const unsigned short *)(w + N) : 0;
+#pragma unroll
+    for (int t = 0; t < N; t++)
+        out[t] = __funnelshift_r(v[t], v[t + 1], shift);
+}
+
+/* N words from a 4-byte-aligned p. */
+template <int N>
+__device__ static inline void words4(const uint8_t *p, unsigned out[N])
+{
+#pragma unroll
+    for (int t = 0; t < N; t++)
+        out[t] = ((const unsigned *)p)[t];
+}
+
+/* The codes of a Q8_1 block as eight words, and its d and s. */
 struct q8_1_block {
-    const int *q;
+    int q[8];
     float d, s;
 };
 
 __device__ static inline struct q8_1_block q8_1_at(const uint8_t *a)
 {
     struct q8_1_block x;
-    x.q = (const int *)(a + 4);
-    x.d = half_at(a);
-    x.s = half_at(a + 2);
+    const unsigned *w = (const unsigned *)a; /* blocks are 36 bytes, so every one is 4-byte aligned */
+    const unsigned ds = w[0];
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+        x.q[t] = (int)w[1 + t];
+    x.d = __half2float(__ushort_as_half((unsigned short)(ds & 0xffff)));
+    x.s = __half2float(__ushort_as_half((unsigned short)(ds >> 16)));
     return x;
 }
 
-/* 32 legacy 4-bit codes (low nibbles first) as eight words of four codes. */
-__device__ static inline void nibbles8(const uint8_t *qs, unsigned out[8])
+/* 32 legacy 4-bit codes (16 bytes: low nibbles are codes 0..15, high ones
+ * 16..31) as eight words of four codes, in the activation's order. */
+__device__ static inline void nibbles8(const unsigned b[4], unsigned out[8])
 {
+#pragma unroll
     for (int t = 0; t < 4; t++) {
-        const unsigned w = u32_at(qs + 4 * t);
-        out[t] = w & 0x0f0f0f0fu;
-        out[t + 4] = (w >> 4) & 0x0f0f0f0fu;
+        out[t] = b[t] & 0x0f0f0f0fu;
+        out[t + 4] = (b[t] >> 4) & 0x0f0f0f0fu;
     }
 }
 
 /* Adds bit 4 of each code from qh (bit i for code i). */
 __device__ static inline void high_bits8(uint32_t qh, unsigned q[8])
 {
+#pragma unroll
     for (int t = 0; t < 8; t++) {
         const unsigned bits = qh >> (4 * t);
         q[t] |= ((bits & 1) << 4) | ((bits & 2) << 11) | ((bits & 4) << 18) | ((bits & 8) << 25);
     }
+}
+
+__device__ static inline int dot8(const unsigned q[8], const int a[8])
+{
+    int s = 0;
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+        s = __dp4a((int)q[t], a[t], s);
+    return s;
 }
 
 /* Q6_K: 32-element block sb of a 210-byte superblock; codes are 6-bit, low
@@ -137,9 +184,10 @@ __device__ static inline float block_dot_q6_k(const uint8_t *row, int64_t j, con
     const int lo_shift = 4 * ((sb % 4) / 2), hi_shift = 2 * (sb % 4);
     const int8_t *sc = (const int8_t *)(b + 192) + 2 * sb;
     unsigned lo[8], hi[8];
-    words8(ql, lo);
-    words8(qh, hi);
+    words2<8>(ql, lo);
+    words2<8>(qh, hi);
     int s2[2] = { 0, 0 };
+#pragma unroll
     for (int t = 0; t < 8; t++) {
         /* four 6-bit codes at once; the bytewise subtraction wraps 0..63 to -32..31 */
         const unsigned q = ((lo[t] >> lo_shift) & 0x0f0f0f0fu) | ((hi[t] >> hi_shift) & 0x03030303u) << 4;
@@ -148,57 +196,86 @@ __device__ static inline float block_dot_q6_k(const uint8_t *row, int64_t j, con
     return half_at(b + 208) * x.d * (float)(sc[0] * s2[0] + sc[1] * s2[1]);
 }
 
+/* The 6-bit scale and min of sub-block sb of a Q4_K/Q5_K superblock, from
+ * the 12 packed bytes at b + 4 (read as three aligned words). */
+__device__ static inline void k_scale_min(const uint8_t *b, int sb, int *sc, int *mn)
+{
+    const unsigned *w = (const unsigned *)(b + 4);
+    const unsigned w0 = w[0], w1 = w[1], w2 = w[2];
+#define KBYTE(k) ((int)((((k) < 4 ? w0 : (k) < 8 ? w1 : w2) >> (8 * ((k) % 4))) & 0xff))
+    if (sb < 4) {
+        *sc = KBYTE(sb) & 63;
+        *mn = KBYTE(sb + 4) & 63;
+    } else {
+        *sc = (KBYTE(sb + 4) & 0xf) | (KBYTE(sb - 4) >> 6) << 4;
+        *mn = (KBYTE(sb + 4) >> 4) | (KBYTE(sb) >> 6) << 4;
+    }
+#undef KBYTE
+}
 
 /* The 32-element block j of a row of type T (for K-quants, superblock j / 8,
- * sub-block j % 8) against one Q8_1 block: the formulas of quant_dot.c. */
+ * sub-block j % 8) against one Q8_1 block: the formulas of quant_dot.c.
+ * Rows start where a block of their type may: Q4_K and Q5_K rows are
+ * 16-byte aligned (144 and 176 are multiples of 16), Q4_1 and Q5_1 4-byte,
+ * the rest 2-byte. */
 template <int T>
-__device__ static inline float block_dot(const uint8_t *row, int64_t j, const uint8_t *a)
+__device__ static inline float block_dot(const uint8_t *row, int64_t j, const struct q8_1_block &x)
 {
-    const struct q8_1_block x = q8_1_at(a);
-    int s = 0;
     if constexpr (T == TYPE_Q8_0) {
         const uint8_t *b = row + j * 34;
         unsigned q[8];
-        words8(b + 2, q);
-        for (int t = 0; t < 8; t++)
-            s = __dp4a((int)q[t], x.q[t], s);
-        return half_at(b) * x.d * (float)s;
+        words2<8>(b + 2, q);
+        return half_at(b) * x.d * (float)dot8(q, x.q);
     } else if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q5_0 || T == TYPE_Q5_1) {
         const int bytes = T == TYPE_Q4_0 ? 18 : T == TYPE_Q4_1 ? 20 : T == TYPE_Q5_0 ? 22 : 24;
-        const int qs_at = T == TYPE_Q4_0 ? 2 : T == TYPE_Q4_1 ? 4 : T == TYPE_Q5_0 ? 6 : 8;
         const uint8_t *b = row + j * bytes;
-        unsigned q[8];
-        nibbles8(b + qs_at, q);
-        if (T == TYPE_Q5_0 || T == TYPE_Q5_1)
-            high_bits8(u32_at(b + (T == TYPE_Q5_0 ? 2 : 4)), q);
-        for (int t = 0; t < 8; t++)
-            s = __dp4a((int)q[t], x.q[t], s);
+        unsigned raw[4], q[8];
+        if constexpr (T == TYPE_Q4_0)
+            words2<4>(b + 2, raw);
+        else if constexpr (T == TYPE_Q4_1)
+            words4<4>(b + 4, raw);
+        else if constexpr (T == TYPE_Q5_0)
+            words2<4>(b + 6, raw);
+        else
+            words4<4>(b + 8, raw);
+        nibbles8(raw, q);
+        if constexpr (T == TYPE_Q5_0) {
+            unsigned qh[1];
+            words2<1>(b + 2, qh);
+            high_bits8(qh[0], q);
+        } else if constexpr (T == TYPE_Q5_1) {
+            high_bits8(((const unsigned *)b)[1], q);
+        }
+        const int s = dot8(q, x.q);
         const float d = half_at(b);
-        if (T == TYPE_Q4_0)
+        if constexpr (T == TYPE_Q4_0)
             return d * (x.d * (float)s - 8.0f * x.s);
-        if (T == TYPE_Q5_0)
+        else if constexpr (T == TYPE_Q5_0)
             return d * (x.d * (float)s - 16.0f * x.s);
-        return d * x.d * (float)s + half_at(b + 2) * x.s;
+        else
+            return d * x.d * (float)s + half_at(b + 2) * x.s;
     } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K) {
         const uint8_t *b = row + (j / 8) * (T == TYPE_Q4_K ? 144 : 176);
         const int sb = (int)(j % 8);
-        const uint8_t *sp = b + 4;
-        const int sc = sb < 4 ? sp[sb] & 63 : (sp[sb + 4] & 0xf) | (sp[sb - 4] >> 6) << 4;
-        const int mn = sb < 4 ? sp[sb + 4] & 63 : (sp[sb + 4] >> 4) | (sp[sb] >> 6) << 4;
-        const uint8_t *qs = b + (T == TYPE_Q4_K ? 16 : 48) + 32 * (sb / 2);
+        int sc, mn;
+        k_scale_min(b, sb, &sc, &mn);
+        const uint4 *q16 = (const uint4 *)(b + (T == TYPE_Q4_K ? 16 : 48) + 32 * (sb / 2));
+        const uint4 lo = q16[0], hi = q16[1];
+        const unsigned raw[8] = { lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w };
         const int shift = 4 * (sb % 2);
         unsigned q[8];
+#pragma unroll
         for (int t = 0; t < 8; t++)
-            q[t] = (u32_at(qs + 4 * t) >> shift) & 0x0f0f0f0fu;
-        if (T == TYPE_Q5_K) {
-            for (int t = 0; t < 8; t++) {
-                const unsigned h = u32_at(b + 16 + 4 * t) >> sb;
-                q[t] |= (h & 0x01010101u) << 4;
-            }
+            q[t] = (raw[t] >> shift) & 0x0f0f0f0fu;
+        if constexpr (T == TYPE_Q5_K) {
+            const uint4 *h16 = (const uint4 *)(b + 16);
+            const uint4 h0 = h16[0], h1 = h16[1];
+            const unsigned hr[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
+#pragma unroll
+            for (int t = 0; t < 8; t++)
+                q[t] |= ((hr[t] >> sb) & 0x01010101u) << 4;
         }
-        for (int t = 0; t < 8; t++)
-            s = __dp4a((int)q[t], x.q[t], s);
-        return half_at(b) * (float)sc * x.d * (float)s - half_at(b + 2) * (float)mn * x.s;
+        return half_at(b) * (float)sc * x.d * (float)dot8(q, x.q) - half_at(b + 2) * (float)mn * x.s;
     } else {
         static_assert(T == TYPE_Q6_K, "block_dot: a type without a Q8_1 dot");
         return block_dot_q6_k(row, j, x);

@@ -37,8 +37,13 @@ struct cuda_state {
     size_t kv_layer_bytes;
     int64_t n_ctx, n_head_kv, head_dim, chunk;
     void **dev;           /* the device copy of each model weight (m->w order); 1-D ones as f32 */
-    void *q8;             /* a matmul's input quantized, when its producer gave f32 */
+    /* Q8_1 activations outside the arena: [0] a matmul's input quantized when
+     * its producer gave f32; [1] written by a producer (attention, the
+     * SwiGLU pair) for the matmul right after it, whose node q8_of is */
+    void *q8[2];
     size_t q8_bytes;
+    int q8_of;
+    int skip;             /* a node its predecessor's launch computed (K's RoPE with Q's) */
     float *att;           /* attention partials */
     int32_t *argmax;      /* one int on the device */
     bool graphs;          /* capture decode graphs; off with --no-graphs or after a failed capture */
@@ -120,7 +125,8 @@ static void cuda_free_state(void *state)
     cuda_free(s->arena);
     cuda_free(s->kv_k);
     cuda_free(s->kv_v);
-    cuda_free(s->q8);
+    cuda_free(s->q8[0]);
+    cuda_free(s->q8[1]);
     cuda_free(s->att);
     cuda_free(s->argmax);
     cuda_stream_destroy(s->stream);
@@ -190,7 +196,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     size_t weights = 0;
     for (int i = 0; i < m->n_w; i++)
         weights += weight_bytes(&m->w[i]);
-    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + s->q8_bytes + att;
+    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att;
     size_t free_b = 0, total_b = 0, smem = (size_t)(z->head_dim + s->chunk) * sizeof(float);
     if (smem > 48 * 1024) {
         fail(e, "cuda: a context of %lld positions is too long for the attention kernel (chunks of %lld positions "
@@ -203,14 +209,15 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     if (!rc && need > free_b)
         rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f, KV cache %.1f, activations %.1f, "
                      "scratch %.1f) and %.1f MiB are free", (double)need / 1048576, (double)weights / 1048576,
-                  (double)kv / 1048576, (double)z->arena_bytes / 1048576, (double)(s->q8_bytes + att) / 1048576,
+                  (double)kv / 1048576, (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att) / 1048576,
                   (double)free_b / 1048576);
     if (!rc && !(s->dev = calloc((size_t)m->n_w, sizeof *s->dev)))
         rc = fail(e, "out of memory");
     if (!rc)
         rc = cuda_stream_create(&s->stream, e) || cuda_alloc((void **)&s->arena, z->arena_bytes, "the activation arena", e) ||
              cuda_alloc((void **)&s->kv_k, kv / 2, "the K cache", e) || cuda_alloc((void **)&s->kv_v, kv / 2, "the V cache", e) ||
-             cuda_alloc(&s->q8, s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
+             cuda_alloc(&s->q8[0], s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc(&s->q8[1], s->q8_bytes, "Q8_1 scratch", e) ||
+             cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
              cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
              upload_weights(s, e);
@@ -225,39 +232,99 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
 
 /* ---- execution ---- */
 
-/* The matmul's input as its weights want it: Q8_1 (the producer's, or
- * quantized here into scratch) or f32. */
-static const void *matmul_input(struct cuda_state *s, const struct graph *g, const struct node *n, struct error *e)
+/* Whether every matrix of matmul node n reads Q8_1 (quantized weights). */
+static bool all_q8(const struct node *n)
 {
-    const struct node *x = &g->node[n->src[0]];
-    if (!cuda_matmul_takes_q8(n->p.w[0]->type) || x->dtype == ACT_Q8_1)
-        return s->arena + x->offset;
-    if (cuda_quantize_q8_1((const float *)(s->arena + x->offset), s->q8, x->ne[0] * x->ne[1], s->stream, e))
-        return NULL;
-    return s->q8;
+    for (int k = 0; k < op_info(n->op)->n_w; k++)
+        if (!cuda_matmul_takes_q8(n->p.w[k]->type))
+            return false;
+    return true;
 }
 
-static int run_matmul(struct cuda_state *s, const struct graph *g, const struct node *n, struct error *e)
+/* Whether node i should also write its output as Q8_1 (into q8[1]): the
+ * next node is a matmul of quantized weights reading it. */
+static bool feeds_q8(const struct graph *g, int i)
 {
-    const void *x = matmul_input(s, g, n, e);
-    if (!x)
-        return -1;
-    int64_t k = g->node[n->src[0]].ne[0], nt = g->node[n->src[0]].ne[1];
-    float *y = (float *)data(s, g, (int)(n - g->node));
+    const struct node *next = i + 1 < g->n ? &g->node[i + 1] : NULL;
+    return next && op_is_matmul(next->op) && next->src[0] == i && all_q8(next);
+}
+
+static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct error *e)
+{
+    const struct node *n = &g->node[i], *x = &g->node[n->src[0]];
+    int64_t k = x->ne[0], nt = x->ne[1];
     const struct weight *const *w = n->p.w;
-#define MM(W, BIAS, RES, EPI, Y) \
-    cuda_matmul((W)->type, dev_of(s, W), k, (W)->ne[1], x, nt, (const float *)dev_of(s, BIAS), RES, EPI, Y, s->stream, e)
+    bool need_q8 = false, need_f32 = false;
+    for (int j = 0; j < op_info(n->op)->n_w; j++)
+        *(cuda_matmul_takes_q8(w[j]->type) ? &need_q8 : &need_f32) = true;
+    const void *xq = NULL;
+    const float *xf = need_f32 ? (const float *)(s->arena + x->offset) : NULL;
+    if (need_q8 && x->dtype == ACT_Q8_1)
+        xq = s->arena + x->offset; /* the norm wrote Q8_1 */
+    else if (need_q8 && s->q8_of == n->src[0])
+        xq = s->q8[1]; /* the producer wrote it for us */
+    else if (need_q8) {
+        if (cuda_quantize_q8_1((const float *)(s->arena + x->offset), s->q8[0], k * nt, s->stream, e))
+            return -1;
+        xq = s->q8[0];
+    }
+    s->q8_of = -1;
+    float *y = (float *)data(s, g, i);
+#define MAT(W, BIAS, Y) { (W)->type, dev_of(s, W), (W)->ne[1], (const float *)dev_of(s, BIAS), Y }
     switch (n->op) {
-    case OP_MATMUL: return MM(w[0], n->p.bias[0], NULL, CUDA_EPI_NONE, y);
-    case OP_MATMUL_ADD: return MM(w[0], n->p.bias[0], (const float *)data(s, g, n->src[1]), CUDA_EPI_ADD, y);
-    case OP_FFN_SWIGLU: return MM(w[0], NULL, NULL, CUDA_EPI_NONE, y) || MM(w[1], NULL, NULL, CUDA_EPI_SWIGLU_UP, y);
-    case OP_MATMUL_QKV:
-        return MM(w[0], n->p.bias[0], NULL, CUDA_EPI_NONE, y) ||
-               MM(w[1], n->p.bias[1], NULL, CUDA_EPI_NONE, (float *)data(s, g, n->part[0])) ||
-               MM(w[2], n->p.bias[2], NULL, CUDA_EPI_NONE, (float *)data(s, g, n->part[1]));
+    case OP_MATMUL: case OP_MATMUL_ADD: {
+        const struct cuda_matrix m[1] = { MAT(w[0], n->p.bias[0], y) };
+        return cuda_matmul_multi(m, 1, k, xq, xf, nt, n->op == OP_MATMUL_ADD ? (const float *)data(s, g, n->src[1]) : NULL,
+                                 n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, s->stream, e);
+    }
+    case OP_MATMUL_QKV: {
+        const struct cuda_matrix m[3] = { MAT(w[0], n->p.bias[0], y), MAT(w[1], n->p.bias[1], (float *)data(s, g, n->part[0])),
+                                          MAT(w[2], n->p.bias[2], (float *)data(s, g, n->part[1])) };
+        return cuda_matmul_multi(m, 3, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, s->stream, e);
+    }
+    case OP_FFN_SWIGLU: {
+        const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
+        bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1];
+        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, CUDA_EPI_PAIR, q8 ? s->q8[1] : NULL, s->stream, e))
+            return -1;
+        s->q8_of = q8 ? i : -1;
+        return 0;
+    }
     default: return fail(e, "not a matmul: %s", graph_op_name(n->op));
     }
-#undef MM
+#undef MAT
+}
+
+/* The node after i that computes something, or -1. */
+static int next_active(const struct graph *g, int i)
+{
+    for (int j = i + 1; j < g->n; j++)
+        if (!op_is_passive(g->node[j].op))
+            return j;
+    return -1;
+}
+
+/* Head norm / RoPE of node i, and of the next active node in the same
+ * launch when it is the same op with the same parameters (Q's then K's). */
+static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct error *e)
+{
+    const struct node *n = &g->node[i];
+    bool norm = n->op != OP_ROPE, rope = n->op != OP_HEAD_NORM;
+    struct cuda_heads parts[2];
+    int count = 0, j = next_active(g, i);
+    for (int k = i; count < 2 && k >= 0; k = count == 1 ? j : -1) {
+        const struct node *x = &g->node[k];
+        if (k != i && (x->op != n->op || x->ne[0] != n->ne[0] || x->ne[2] != n->ne[2] || x->p.eps != n->p.eps ||
+                       x->p.rope_base != n->p.rope_base || x->p.rope_style != n->p.rope_style ||
+                       (rope && x->src[1] != n->src[1])))
+            break;
+        parts[count++] = (struct cuda_heads){ (const float *)data(s, g, x->src[0]), norm ? dev_of(s, x->p.w[0]) : NULL,
+                                              (float *)data(s, g, k), x->ne[1] };
+    }
+    if (count == 2)
+        s->skip = j;
+    return cuda_head_norm_rope_parts(parts, count, n->p.eps, rope ? n->p.rope_base : 0.0f, n->p.rope_style,
+                                     rope ? (const int32_t *)data(s, g, n->src[1]) : NULL, n->ne[0], n->ne[2], s->stream, e);
 }
 
 static int run_node(struct cuda_state *s, const struct graph *g, int i, struct error *e)
@@ -276,10 +343,7 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
         return cuda_rms_norm(x, dev_of(s, n->p.w[0]), n->p.eps, n->ne[0], n->ne[1], n->dtype == ACT_Q8_1 ? NULL : y,
                              n->dtype == ACT_Q8_1 ? (void *)y : NULL, st, e);
     case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE:
-        return cuda_head_norm_rope(x, n->op == OP_ROPE ? NULL : dev_of(s, n->p.w[0]), n->p.eps,
-                                   n->op == OP_HEAD_NORM ? 0.0f : n->p.rope_base, n->p.rope_style,
-                                   n->op == OP_HEAD_NORM ? NULL : (const int32_t *)data(s, g, n->src[1]), n->ne[0],
-                                   n->ne[1], n->ne[2], y, st, e);
+        return run_heads(s, g, i, e);
     case OP_ADD: case OP_MUL: case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: {
         enum cuda_elementwise_op op = n->op == OP_ADD ? CUDA_EW_ADD : n->op == OP_MUL ? CUDA_EW_MUL : n->op == OP_SILU ? CUDA_EW_SILU
                                       : n->op == OP_SWIGLU ? CUDA_EW_SWIGLU : CUDA_EW_ADD_BIAS;
@@ -288,7 +352,7 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
         return cuda_elementwise(op, x, b, n->ne[0] * n->ne[1] * n->ne[2], n->ne[0], y, st, e);
     }
     case OP_MATMUL: case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_SWIGLU:
-        return run_matmul(s, g, n, e);
+        return run_matmul(s, g, i, e);
     case OP_KV_STORE: {
         const struct node *k = a;
         size_t at = (size_t)n->layer * s->kv_layer_bytes;
@@ -297,8 +361,12 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
     }
     case OP_ATTENTION: {
         size_t at = (size_t)n->layer * s->kv_layer_bytes;
-        return cuda_attention(s->kv_type, s->kv_k + at, s->kv_v + at, x, (const int32_t *)data(s, g, n->src[2]), a->ne[0],
-                              a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, s->att, y, st, e);
+        bool q8 = feeds_q8(g, i) && a->ne[0] % 32 == 0;
+        if (cuda_attention(s->kv_type, s->kv_k + at, s->kv_v + at, x, (const int32_t *)data(s, g, n->src[2]), a->ne[0],
+                           a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, s->att, y, q8 ? s->q8[1] : NULL, st, e))
+            return -1;
+        s->q8_of = q8 ? i : -1;
+        return 0;
     }
     default:
         return fail(e, "the CUDA backend has no kernel for %s", graph_op_name(n->op));
@@ -307,8 +375,10 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
 
 static int launch_all(struct cuda_state *s, const struct graph *g, struct error *e)
 {
+    s->q8_of = -1;
+    s->skip = -1;
     for (int i = 0; i < g->n; i++)
-        if (run_node(s, g, i, e))
+        if (i != s->skip && run_node(s, g, i, e))
             return fail_prefix(e, "%s:%d: %s%s", g->source, g->node[i].line, graph_op_name(g->node[i].op),
                                g->node[i].layer >= 0 ? " (a layer's)" : "");
     return 0;

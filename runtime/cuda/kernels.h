@@ -37,6 +37,14 @@ int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t 
  * pos[column] (if rope_base > 0), in the given style (enum rope_style). */
 int cuda_head_norm_rope(const float *x, const float *w, float eps, float rope_base, int rope_style, const int32_t *pos,
                         int64_t d, int64_t h, int64_t nt, float *y, void *stream, struct error *e);
+/* The same over one or two tensors of heads in one launch (Q's and K's). */
+struct cuda_heads {
+    const float *x, *w; /* w: NULL for no norm */
+    float *y;
+    int64_t h;
+};
+int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base, int rope_style,
+                              const int32_t *pos, int64_t d, int64_t nt, void *stream, struct error *e);
 /* (quantize_q8_1.h quantizes an f32 activation for a matmul that did not get Q8_1 from its producer) */
 
 /* elementwise.cu */
@@ -47,12 +55,30 @@ int cuda_elementwise(enum cuda_elementwise_op op, const float *a, const float *b
 /* *out = the index of the largest of n values (lowest on ties, NaNs ignored; -1 if all are NaN). */
 int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream, struct error *e);
 
-/* matmul.cu: y[c * n + r] = sum_i w[r][i] x[c][i] (+ bias[r]) for nt
- * columns, then the epilogue: ADD adds res[c * n + r]; SWIGLU_UP makes
- * y = silu(y) * product (y holding the gate). x is Q8_1 (k/32 blocks per
- * column) when cuda_matmul_takes_q8(t), else f32. A column's result does
- * not depend on how many columns a launch has. */
-enum cuda_epilogue { CUDA_EPI_NONE, CUDA_EPI_ADD, CUDA_EPI_SWIGLU_UP };
+/* matmul.cu: for each matrix, y[c * n + r] = sum_i w[r][i] x[c][i]
+ * (+ bias[r]) over nt columns, then the epilogue: ADD adds res[c * n + r]
+ * (one matrix); PAIR (two matrices, gate and up) writes silu(gate) * up into
+ * the gate's y, and, if q8_out, that product as Q8_1 blocks too (as does
+ * GATED, the up half alone). The input
+ * is read as Q8_1 (xq, k/32 blocks per column) by quantized matrices and as
+ * f32 (xf) by F32/F16/BF16 ones. A column's result does not depend on how
+ * many columns a launch has. */
+enum cuda_epilogue {
+    CUDA_EPI_NONE,
+    CUDA_EPI_ADD,   /* + res (one matrix) */
+    CUDA_EPI_PAIR,  /* two matrices, gate and up: silu(gate) * up into the gate's y */
+    CUDA_EPI_GATED, /* one matrix, the up, whose y holds the gate: silu(y) * up */
+};
+struct cuda_matrix {
+    enum tensor_type t;
+    const void *w;      /* n rows of k */
+    int64_t n;
+    const float *bias;  /* n, or NULL */
+    float *y;           /* n per column */
+};
+int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
+                      const float *res, enum cuda_epilogue epi, void *q8_out, void *stream, struct error *e);
+/* One matrix: x as its type reads it. */
 int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt, const float *bias,
                 const float *res, enum cuda_epilogue epi, float *y, void *stream, struct error *e);
 
@@ -65,10 +91,11 @@ int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const flo
  * `chunk` (fixed for an engine, so results never depend on timing or on
  * the batch), each chunk's softmax partials go to scratch
  * (cuda_attention_scratch_floats), and a second kernel combines them in
- * chunk order. */
+ * chunk order; it also writes y as Q8_1 blocks into q8 when q8 is not NULL
+ * (d a multiple of 32), for the matmul that reads it. */
 int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos, int64_t d,
                    int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, float *scratch, float *y,
-                   void *stream, struct error *e);
+                   void *q8, void *stream, struct error *e);
 /* The chunk length for a cache of n_ctx positions, and the scratch it needs. */
 int64_t cuda_attention_chunk(int64_t n_ctx);
 size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_t chunk);

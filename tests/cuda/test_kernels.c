@@ -60,8 +60,7 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     struct error e;
     bool q8 = cuda_matmul_takes_q8(t);
     size_t wbytes = type_bytes(t, (uint64_t)(k * n)), row_bytes = wbytes / (size_t)n, xq_col = (size_t)(k / 32) * 36;
-    float *wf = randoms(k * n, 0.02f), *x = randoms(k * nt, 1), *bias = randoms(n, 0.1f), *res = randoms(n * nt, 1),
-          *gate = randoms(n * nt, 1);
+    float *wf = randoms(k * n, 0.02f), *x = randoms(k * nt, 1), *bias = randoms(n, 0.1f), *res = randoms(n * nt, 1);
     uint8_t *wq = malloc(wbytes), *xq = malloc(xq_col * (size_t)nt);
     float *wd = malloc((size_t)(k * n) * sizeof *wd);
     quantize_row(t, wf, wq, k * n);
@@ -104,25 +103,78 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
                        type_name(t), (long long)c);
         }
     }
-    /* SwiGLU's up half: y holds the gate, becomes silu(gate) * (w x) */
+    /* the SwiGLU pair: gate and up (here the same weights, two other
+     * matrices' worth of work) into silu(gate) * up, and as Q8_1 */
     float *plain = malloc((size_t)(n * nt) * 4);
+    uint8_t *pq8 = malloc((size_t)(n / 32) * 36 * nt), *want_q8 = malloc((size_t)(n / 32) * 36 * nt);
+    void *dq8 = up(NULL, (size_t)(n / 32) * 36 * nt);
+    const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
     ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) == 0, "%s", e.msg);
     if (ok) {
         down(plain, dy, (size_t)(n * nt) * 4);
-        cuda_upload(dy, gate, (size_t)(n * nt) * 4, &e);
-        ok = CHECK(cuda_matmul(t, dw, k, n, dx, nt, NULL, NULL, CUDA_EPI_SWIGLU_UP, dy, NULL, &e) == 0, "%s", e.msg);
+        ok = CHECK(cuda_matmul_multi(pair, 2, k, q8 ? dxq : NULL, q8 ? NULL : (const float *)dxf, nt, NULL,
+                                     CUDA_EPI_PAIR, n % 32 ? NULL : dq8, NULL, &e) == 0,
+                   "%s", e.msg);
     }
     if (ok) {
         down(sw, dy, (size_t)(n * nt) * 4);
         for (int64_t i = 0; i < n * nt && ok; i++) {
-            double want = silu_d(gate[i]) * plain[i];
-            ok = CHECK(fabs(sw[i] - want) <= 1e-5 * (fabs(want) + 1e-3), "%s swiglu %lld: %g vs %g", type_name(t),
+            double want = silu_d(plain[i]) * plain[i];
+            ok = CHECK(fabs(sw[i] - want) <= 1e-5 * (fabs(want) + 1e-3), "%s pair %lld: %g vs %g", type_name(t),
                        (long long)i, (double)sw[i], want);
         }
+        if (ok && n % 32 == 0) {
+            down(pq8, dq8, (size_t)(n / 32) * 36 * nt);
+            for (int64_t c = 0; c < nt; c++)
+                quant_q8_1(sw + c * n, want_q8 + (size_t)c * (n / 32) * 36, n);
+            ok = CHECK(memcmp(pq8, want_q8, (size_t)(n / 32) * 36 * nt) == 0, "%s: the pair's Q8_1 output is not the CPU's "
+                       "quantization of its f32 output", type_name(t));
+        }
     }
+    cuda_free(dq8);
+    free(pq8), free(want_q8);
     cuda_free(dw), cuda_free(dxf), cuda_free(dxq), cuda_free(db), cuda_free(dr), cuda_free(dy);
-    free(wf), free(x), free(bias), free(res), free(gate), free(wq), free(xq), free(wd), free(got), free(one), free(sw);
+    free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(wd), free(got), free(one), free(sw);
     free(plain);
+    return ok;
+}
+
+/* A SwiGLU pair whose gate and up are of two types (two launches: the gate,
+ * then the up gated by it): silu(gate) * up, and its Q8_1 blocks. */
+static bool mixed_pair(void)
+{
+    struct error e;
+    const int64_t k = 4096, n = 128, nt = 3;
+    const enum tensor_type tg = TYPE_Q4_K, tu = TYPE_Q6_K;
+    size_t gb = type_bytes(tg, (uint64_t)(k * n)), ub = type_bytes(tu, (uint64_t)(k * n)), qb = (size_t)(n / 32) * 36 * nt;
+    float *gf = randoms(k * n, 0.02f), *uf = randoms(k * n, 0.02f), *x = randoms(k * nt, 1);
+    uint8_t *g = malloc(gb), *u = malloc(ub), *xq = malloc((size_t)(k / 32) * 36 * nt), *q8 = malloc(qb), *want_q8 = malloc(qb);
+    quantize_row(tg, gf, g, k * n);
+    quantize_row(tu, uf, u, k * n);
+    for (int64_t c = 0; c < nt; c++)
+        quant_q8_1(x + c * k, xq + (size_t)c * (k / 32) * 36, k);
+    void *dg = up(g, gb), *du = up(u, ub), *dx = up(xq, (size_t)(k / 32) * 36 * nt), *dq = up(NULL, qb);
+    float *dgate = up(NULL, (size_t)(n * nt) * 4), *dup = up(NULL, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
+    float *gate = malloc((size_t)(n * nt) * 4), *upv = malloc((size_t)(n * nt) * 4), *y = malloc((size_t)(n * nt) * 4);
+    const struct cuda_matrix pair[2] = { { tg, dg, n, NULL, dy }, { tu, du, n, NULL, NULL } };
+    bool ok = CHECK(cuda_matmul(tg, dg, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dgate, NULL, &e) == 0 &&
+                        cuda_matmul(tu, du, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dup, NULL, &e) == 0 &&
+                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, CUDA_EPI_PAIR, dq, NULL, &e) == 0,
+                    "%s", e.msg);
+    if (ok) {
+        down(gate, dgate, (size_t)(n * nt) * 4), down(upv, dup, (size_t)(n * nt) * 4), down(y, dy, (size_t)(n * nt) * 4);
+        down(q8, dq, qb);
+        for (int64_t i = 0; i < n * nt && ok; i++) {
+            double want = silu_d(gate[i]) * upv[i];
+            ok = CHECK(fabs(y[i] - want) <= 1e-5 * (fabs(want) + 1e-3), "mixed pair %lld: %g vs %g", (long long)i,
+                       (double)y[i], want);
+        }
+        for (int64_t c = 0; c < nt; c++)
+            quant_q8_1(y + c * n, want_q8 + (size_t)c * (n / 32) * 36, n);
+        ok = ok && CHECK(memcmp(q8, want_q8, qb) == 0, "the mixed pair's Q8_1 output");
+    }
+    cuda_free(dg), cuda_free(du), cuda_free(dx), cuda_free(dq), cuda_free(dgate), cuda_free(dup), cuda_free(dy);
+    free(gf), free(uf), free(x), free(g), free(u), free(xq), free(q8), free(want_q8), free(gate), free(upv), free(y);
     return ok;
 }
 
@@ -144,6 +196,8 @@ void test_kernels_matmul(void)
         printf("    %-5s worst error %.2e (relative to 1 + |reference| for Q8_1 types, bound 1e-4; to the sum of |terms| "
                "for float weights, bound 1e-5)\n", type_name(t), worst);
     }
+    if (!mixed_pair())
+        return;
     struct error e;
     CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
               strcmp(e.msg, "matmul: no GPU kernel for weight type Q3_K") == 0,
@@ -297,10 +351,21 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
         ok = CHECK(memcmp(kbytes, cpu.k, half) == 0 && memcmp(vbytes, cpu.v, half) == 0,
                    "%s: the cache's bytes differ from the CPU's", kv_type_name(kt));
     }
-    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, scratch, dy, NULL, &e) == 0,
+    /* with the Q8_1 output too: the CPU's quantization of the f32 output */
+    size_t qbytes = (size_t)(d * h / 32) * 36 * nq;
+    void *dq8 = up(NULL, qbytes);
+    uint8_t *aq8 = malloc(qbytes), *want_aq8 = malloc(qbytes);
+    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, scratch, dy, dq8, NULL, &e) == 0,
                      "%s", e.msg);
-    if (ok)
+    if (ok) {
         down(y, dy, (size_t)(d * h * nq) * 4);
+        down(aq8, dq8, qbytes);
+        for (int64_t c = 0; c < nq; c++)
+            quant_q8_1(y + c * d * h, want_aq8 + (size_t)c * (size_t)(d * h / 32) * 36, d * h);
+        ok = CHECK(memcmp(aq8, want_aq8, qbytes) == 0, "attention's Q8_1 output is not the CPU's quantization of its f32 output");
+    }
+    cuda_free(dq8);
+    free(aq8), free(want_aq8);
     double worst = 0;
     float *kr = malloc((size_t)d * 4), *vr = malloc((size_t)d * 4);
     for (int64_t c = 0; ok && c < nq; c++) {
@@ -330,7 +395,7 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
         }
         /* the query alone: the same bits as in the batch */
         ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, scratch, dy, NULL,
-                                  &e) == 0,
+                                  NULL, &e) == 0,
                    "%s", e.msg);
         if (ok) {
             down(one, dy, (size_t)(d * h) * 4);
