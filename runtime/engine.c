@@ -199,9 +199,9 @@ static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, floa
         return -1;
     const struct graph *g = &en->graphs[s].g;
     size_t row = (size_t)en->n_vocab;
+    en->logits_read = false;
     if (write_inputs(en, g, tokens, nt, e) || en->be->execute(en->bs, g, e) ||
-        (out && en->be->read_output(en->bs, g, g->result, 0, (size_t)nt * row, out, e)) ||
-        en->be->read_output(en->bs, g, g->result, g->n_out - 1, row, en->logits, e))
+        (out && en->be->read_output(en->bs, g, g->result, 0, (size_t)nt * row, out, e)))
         return -1;
     en->n_past += nt;
     en->last = s;
@@ -238,6 +238,20 @@ int engine_eval_logits(struct engine *en, const int32_t *tokens, int64_t n, floa
     if (!en->cfg.logits_all)
         return fail(e, "engine_eval_logits: the engine was not made with logits_all");
     return eval(en, tokens, n, out, e);
+}
+
+const float *engine_logits(struct engine *en, struct error *e)
+{
+    if (en->last < 0) {
+        fail(e, "logits before any token was evaluated");
+        return NULL;
+    }
+    const struct graph *g = &en->graphs[en->last].g;
+    if (!en->logits_read &&
+        en->be->read_output(en->bs, g, g->result, g->n_out - 1, (size_t)en->n_vocab, en->logits, e))
+        return NULL;
+    en->logits_read = true;
+    return en->logits;
 }
 
 int engine_argmax(struct engine *en, int32_t *out, struct error *e)

@@ -47,7 +47,8 @@ struct engine {
     int64_t n_past;        /* positions filled in the KV cache */
     int64_t n_vocab;
     int64_t n_ctx_train;   /* the model's context when n_ctx defaulted to it (then possibly capped), else 0 */
-    float *logits;         /* n_vocab, of the last token evaluated */
+    float *logits;         /* n_vocab: the last token's logits, once engine_logits read them */
+    bool logits_read;      /* whether logits holds the last evaluation's */
     char note[600];        /* why --device auto passed over a backend, or "" */
 };
 
@@ -61,6 +62,11 @@ int engine_eval(struct engine *en, const int32_t *tokens, int64_t n, struct erro
 /* As engine_eval, and writes the logits of every one of the n tokens to
  * out (n * n_vocab floats, token by token). Needs cfg.logits_all. */
 int engine_eval_logits(struct engine *en, const int32_t *tokens, int64_t n, float *out, struct error *e);
+
+/* The last token's logits, read from the backend on first ask after an
+ * evaluation (so a greedy decode on a GPU never copies them); NULL with e
+ * set on failure. */
+const float *engine_logits(struct engine *en, struct error *e);
 
 /* The highest of the last logits (lowest index on ties), found by the
  * backend where they were computed. */

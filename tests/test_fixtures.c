@@ -108,11 +108,11 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     double worst = 0;
     for (int t = 0; t < N_TOKENS; t++) {
         cr_assert_eq(engine_eval(&en, &tokens[t], 1, &e), 0, "%s", e.msg);
-        memcpy(step_logits[t], en.logits, sizeof step_logits[t]);
+        memcpy(step_logits[t], engine_logits(&en, &e), sizeof step_logits[t]);
         const float *ref = golden + t * N_VOCAB;
         double diff = 0, scale = 0;
         for (int i = 0; i < N_VOCAB; i++) {
-            diff = fmax(diff, fabs((double)en.logits[i] - ref[i]));
+            diff = fmax(diff, fabs((double)engine_logits(&en, &e)[i] - ref[i]));
             scale = fmax(scale, fabs((double)ref[i]));
         }
         worst = fmax(worst, diff / scale);
@@ -121,7 +121,7 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     }
     cr_log_info("%s %s: worst relative logit difference %.3g", f->config, f->type, worst);
     for (int i = 0; i < N_GREEDY; i++) {
-        int32_t next = argmax(en.logits, N_VOCAB), found;
+        int32_t next = argmax(engine_logits(&en, &e), N_VOCAB), found;
         cr_assert_eq(engine_argmax(&en, &found, &e), 0, "%s", e.msg);
         cr_assert_eq(found, next, "the backend's argmax %d, the logits' %d", found, next);
         cr_assert_eq(next, want_greedy[i], "%s %s: greedy token %d is %d, transformers chose %d", f->config, f->type, i,
@@ -132,7 +132,7 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     for (int b = 8; b <= 16; b += 8) {
         engine_truncate(&en, 0);
         cr_assert_eq(engine_eval(&en, tokens, b, &e), 0, "%s", e.msg);
-        cr_assert_eq(memcmp(en.logits, step_logits[b - 1], sizeof step_logits[0]), 0,
+        cr_assert_eq(memcmp(engine_logits(&en, &e), step_logits[b - 1], sizeof step_logits[0]), 0,
                      "%s %s: a batch of %d differs from %d single steps", f->config, f->type, b, b);
     }
     engine_free(&en);
@@ -145,7 +145,7 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     for (int t = 0; t < N_TOKENS; t++)
         cr_assert_eq(memcmp(all[t], step_logits[t], sizeof all[t]), 0, "%s %s: position %d of a logits-for-all batch differs",
                      f->config, f->type, t);
-    cr_assert_eq(memcmp(en.logits, all[N_TOKENS - 1], sizeof all[0]), 0);
+    cr_assert_eq(memcmp(engine_logits(&en, &e), all[N_TOKENS - 1], sizeof all[0]), 0);
     engine_free(&en);
     model_close(&m);
     free(golden);

@@ -218,7 +218,7 @@ Test(real_model, greedy_tokens_equal_llama_cpp)
     cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
     cr_assert_eq(engine_eval(&en, ref.greedy_prompt, ref.n_greedy_prompt, &e), 0, "%s", e.msg);
     for (int i = 0; i < ref.n_greedy; i++) {
-        int32_t next = argmax(en.logits, en.n_vocab);
+        int32_t next = argmax(engine_logits(&en, &e), en.n_vocab);
         cr_assert_eq(next, ref.greedy[i], "greedy token %d is %d, llama.cpp chose %d", i, next, ref.greedy[i]);
         cr_assert_eq(engine_eval(&en, &next, 1, &e), 0, "%s", e.msg);
     }

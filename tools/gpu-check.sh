@@ -22,8 +22,9 @@ if [ "${1:-}" = "--build-only" ]; then
 fi
 stages=${*:-tests sanitize bench big}
 want() { [[ " $stages " == *" $1 "* ]]; }
-out=${OUT:-/tmp/gpu-check}
-mkdir -p "$out" /tmp/gpu-models
+out=${OUT:-/tmp/gpu-check} # what comes back from the device (8 files at most)
+tmp=/tmp/gpu-check-scratch
+mkdir -p "$out" "$tmp" /tmp/gpu-models
 rows=()
 row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
 for b in build/minfer build/minfer-cuda-tests build/minfer-gpu-bench; do
@@ -55,9 +56,10 @@ fi
 
 bench_model() { # label, file, copy bandwidth in GB/s: prints label|tg|pp|GB per token|floor|fraction
     local label=$1 f=$2 bw=$3
-    build/minfer bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$out/bench-$label.err"
-    build/minfer info --json "$f" >"$out/info-$label.json"
-    python3 - "$out/info-$label.json" "$out/bench-$label.json" "$bw" "$label" <<'PY'
+    build/minfer bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$tmp/bench-$label.err" ||
+        tail -3 "$tmp/bench-$label.err" >&2
+    build/minfer info --json "$f" >"$tmp/info-$label.json"
+    python3 - "$tmp/info-$label.json" "$out/bench-$label.json" "$bw" "$label" <<'PY'
 import json, sys
 info, res, bw, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3]), sys.argv[4]
 # weight bytes a generated token reads: every tensor but the embedding table

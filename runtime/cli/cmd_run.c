@@ -71,9 +71,12 @@ int cmd_run(int argc, char **argv)
         report("generation", made, t2 - t1);
     }
     if (!rc && o.logits_out) {
-        FILE *f = fopen(o.logits_out, "wb");
         size_t n = (size_t)s.engine.n_vocab;
-        if (!f || fwrite(s.engine.logits, sizeof(float), n, f) != n || fclose(f) != 0)
+        const float *logits = engine_logits(&s.engine, &e);
+        FILE *f = logits ? fopen(o.logits_out, "wb") : NULL;
+        if (!logits)
+            rc = -1;
+        else if (!f || fwrite(logits, sizeof(float), n, f) != n || fclose(f) != 0)
             rc = fail(&e, "%s: cannot write the logits", o.logits_out);
     }
     session_close(&s);

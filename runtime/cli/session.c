@@ -362,7 +362,10 @@ int session_generate(struct session *s, const struct session_options *o, int64_t
             if (engine_argmax(&s->engine, &id, e))
                 return -1;
         } else {
-            id = sampler_sample(&s->sampler, s->engine.logits);
+            const float *logits = engine_logits(&s->engine, e);
+            if (!logits)
+                return -1;
+            id = sampler_sample(&s->sampler, logits);
         }
         if (append(s, o, &id, 1, e))
             return -1;
