@@ -46,6 +46,12 @@ struct cuda_state {
     int skip;             /* a node its predecessor's launch computed (K's RoPE with Q's) */
     float *att;           /* attention partials */
     int32_t *argmax;      /* one int on the device */
+    /* Page-locked staging for the graph inputs (token ids, positions, KV
+     * length: one region each), so their copies are truly asynchronous; a
+     * region is reused only after the stream has passed its last copy */
+    uint8_t *staging;
+    size_t staging_region;
+    bool staged[3];
     bool graphs;          /* capture decode graphs; off with --no-graphs or after a failed capture */
     long replays;         /* captured graphs launched (cuda_backend.h) */
     struct capture cap[CAPTURES];
@@ -129,6 +135,7 @@ static void cuda_free_state(void *state)
     cuda_free(s->q8[1]);
     cuda_free(s->att);
     cuda_free(s->argmax);
+    cuda_host_free(s->staging);
     cuda_stream_destroy(s->stream);
     free(s);
 }
@@ -192,6 +199,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
                                                                                        : (size_t)z->head_dim / 32 * 34;
     s->kv_layer_bytes = (size_t)z->n_head_kv * (size_t)z->n_ctx * row;
     s->q8_bytes = (size_t)(z->k_max / 32 + 1) * 36 * (size_t)z->n_batch;
+    s->staging_region = ((size_t)z->n_batch * sizeof(int32_t) + 255) & ~(size_t)255;
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
     size_t weights = 0;
     for (int i = 0; i < m->n_w; i++)
@@ -219,6 +227,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc(&s->q8[0], s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc(&s->q8[1], s->q8_bytes, "Q8_1 scratch", e) ||
              cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
              cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
+             cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
              upload_weights(s, e);
     if (rc) {
@@ -436,9 +445,18 @@ static int cuda_write_input(void *state, const struct graph *g, int node, const 
 {
     struct cuda_state *s = state;
     const struct node *n = &g->node[node];
-    if (n->offset + bytes > s->arena_bytes)
+    int k = n->op == OP_TOKENS ? 0 : n->op == OP_POSITIONS ? 1 : 2;
+    if (n->offset + bytes > s->arena_bytes || bytes > s->staging_region)
         return fail(e, "input %s of %zu bytes does not fit the arena", graph_op_name(n->op), bytes);
-    return cuda_upload_async(s->arena + n->offset, src, bytes, s->stream, e);
+    if (s->staged[k]) { /* its last copy may not have happened yet */
+        if (cuda_stream_sync(s->stream, "staging an input", e))
+            return -1;
+        s->staged[0] = s->staged[1] = s->staged[2] = false;
+    }
+    uint8_t *slot = s->staging + (size_t)k * s->staging_region;
+    memcpy(slot, src, bytes);
+    s->staged[k] = true;
+    return cuda_upload_async(s->arena + n->offset, slot, bytes, s->stream, e);
 }
 
 static int cuda_read_output(void *state, const struct graph *g, int node, int64_t first, size_t count, float *out,
@@ -449,10 +467,11 @@ static int cuda_read_output(void *state, const struct graph *g, int node, int64_
     size_t at = x->offset + (size_t)first * (size_t)x->row_stride;
     if (x->dtype != ACT_F32 || at + count * sizeof *out > s->arena_bytes)
         return fail(e, "cannot read %zu floats of %s from column %lld", count, graph_op_name(x->op), (long long)first);
-    return cuda_download_async(out, s->arena + at, count * sizeof *out, s->stream, e) ||
-                   cuda_stream_sync(s->stream, "reading the logits", e)
-               ? -1
-               : 0;
+    if (cuda_download_async(out, s->arena + at, count * sizeof *out, s->stream, e) ||
+        cuda_stream_sync(s->stream, "reading the logits", e))
+        return -1;
+    s->staged[0] = s->staged[1] = s->staged[2] = false; /* the stream has passed every copy */
+    return 0;
 }
 
 static int cuda_read_argmax(void *state, const struct graph *g, int node, int32_t *out, struct error *e)
@@ -463,6 +482,7 @@ static int cuda_read_argmax(void *state, const struct graph *g, int node, int32_
     if (cuda_argmax(last, x->ne[0], s->argmax, s->stream, e) ||
         cuda_download_async(out, s->argmax, sizeof *out, s->stream, e) || cuda_stream_sync(s->stream, "argmax", e))
         return -1;
+    s->staged[0] = s->staged[1] = s->staged[2] = false;
     if (*out < 0)
         return fail(e, "argmax: every one of the %lld logits is NaN", (long long)x->ne[0]);
     return 0;
