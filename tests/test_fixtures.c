@@ -78,15 +78,6 @@ static float *read_golden(const struct fixture *f, int32_t *greedy)
     return g;
 }
 
-static int32_t argmax(const float *x, int64_t n)
-{
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = (int32_t)i;
-    return best;
-}
-
 ParameterizedTestParameters(fixtures, transformers_logits_and_greedy_tokens)
 {
     return cr_make_param_array(struct fixture, fixtures, sizeof fixtures / sizeof fixtures[0]);

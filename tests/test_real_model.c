@@ -138,15 +138,6 @@ Test(real_model, tokens_equal_llama_cpp)
     model_close(&m);
 }
 
-static int32_t argmax(const float *x, int64_t n)
-{
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = (int32_t)i;
-    return best;
-}
-
 static double log_sum_exp(const float *x, int64_t n)
 {
     float max = x[0];

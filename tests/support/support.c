@@ -121,3 +121,12 @@ static const char *env_or(const char *name, const char *fallback)
 const char *minfer_bin(void) { return env_or("MINFER_BIN", "./minfer"); }
 const char *src_dir(void) { return env_or("MINFER_SRC", ".."); }
 const char *compile_bin(void) { return env_or("MINFER_COMPILE", "minfer-compile"); }
+
+int32_t argmax(const float *x, int64_t n)
+{
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = (int32_t)i;
+    return best;
+}

@@ -32,6 +32,9 @@ const char *write_temp(const void *data, size_t n, const char *suffix);
  * stdout+stderr (NUL-terminated, caller frees). */
 int run_cmd(const char *cmd, char **out);
 
+/* The index of the largest of n values, the lowest on ties (greedy decoding's pick). */
+int32_t argmax(const float *x, int64_t n);
+
 /* Paths handed in by `ninja test` (see build.ninja.in). */
 const char *minfer_bin(void);
 const char *src_dir(void);
