@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one device script. Build here (the GPU machine has no
 # Lua, re2c or Criterion) and carry the binaries:
-#   here:    tools/gpu-check.sh --build-only
+#   here:    tools/gpu-check.sh --build-only   (also fetches the gguf wheel into .whl/)
 #   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big]   (default: all four)
-#            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench)
+#            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench
+#             and .whl: the transformers-fixture test remakes its models with
+#             tests/fixtures/make_fixtures.py, which needs the gguf package)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay);
@@ -17,8 +19,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--build-only" ]; then
-    lua5.4 configure.lua --builddir=build && ninja -C build
+    lua5.4 configure.lua --builddir=build && ninja -C build &&
+        python3 -m pip download -q --no-deps -d .whl gguf
     exit
+fi
+if ! python3 -c 'import gguf' 2>/dev/null && compgen -G '.whl/*.whl' >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu-check-site .whl/*.whl &&
+        export PYTHONPATH=/tmp/gpu-check-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 stages=${*:-tests sanitize bench big}
 want() { [[ " $stages " == *" $1 "* ]]; }

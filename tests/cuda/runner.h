@@ -31,5 +31,6 @@ void test_backend_is_bitwise_reproducible(void);
 void test_backend_batches_equal_single_steps(void);
 void test_backend_two_engines_run_concurrently(void);
 void test_backend_refuses_what_it_cannot_run(void);
+void test_backend_transformers_fixtures(void);
 
 #endif
