@@ -108,6 +108,10 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *nam
 /* The value type's name ("uint32"), or "type#N". */
 const char *gguf_vtype_name(uint32_t type);
 
+/* Encoded size of one scalar of the value type, or 0 for STRING, ARRAY and
+ * unknown types. */
+unsigned gguf_scalar_size(uint32_t type);
+
 /* Typed getters: fail (naming the key, the expected and the actual type) when
  * the key is absent or of another type. */
 int gguf_get_u32(const struct gguf *g, const char *key, uint32_t *out, struct error *e);

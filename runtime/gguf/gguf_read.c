@@ -72,8 +72,7 @@ static int read_str(struct cursor *c, struct gguf_str *out, const char *what)
     return 0;
 }
 
-/* Encoded size of one scalar of the given type, or 0 for STRING/ARRAY/unknown. */
-static unsigned scalar_size(uint32_t t)
+unsigned gguf_scalar_size(uint32_t t)
 {
     switch (t) {
     case GGUF_UINT8: case GGUF_INT8: case GGUF_BOOL: return 1;
@@ -93,7 +92,7 @@ static int64_t sign_extend(uint64_t v, unsigned bytes)
 /* Decodes one scalar whose bytes are known to be present. */
 static void decode_scalar(uint32_t t, const uint8_t *p, struct gguf_value *v)
 {
-    unsigned n = scalar_size(t);
+    unsigned n = gguf_scalar_size(t);
     uint64_t raw = load_le(p, (int)n);
     v->type = t;
     switch (t) {
@@ -126,7 +125,7 @@ static int parse_array(struct cursor *c, struct gguf_arr *a, int depth, const ch
     if (a->type >= GGUF_NVTYPES)
         return fail(c->e, "%s: unknown array element type %u", what, a->type);
     a->data = c->p;
-    unsigned es = scalar_size(a->type);
+    unsigned es = gguf_scalar_size(a->type);
     if (es) {
         if (a->n > left(c) / es)
             return fail(c->e, "%s: array of %llu %s elements exceeds the %zu bytes left in the file", what,
@@ -156,7 +155,7 @@ static int parse_value(struct cursor *c, uint32_t type, struct gguf_value *v, in
         return read_str(c, &v->s, what);
     if (type == GGUF_ARRAY)
         return parse_array(c, &v->a, depth, what);
-    unsigned n = scalar_size(type);
+    unsigned n = gguf_scalar_size(type);
     if (n == 0)
         return fail(c->e, "%s: unknown value type %u", what, type);
     if (need(c, n, what))

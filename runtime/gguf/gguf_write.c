@@ -151,20 +151,9 @@ int gguf_set_str(struct gguf_writer *w, const char *key, const char *v)
     return !b || put_le(b, GGUF_STRING, 4) || put_str(b, v, strlen(v)) ? -1 : 0;
 }
 
-static unsigned elem_size(uint32_t t)
-{
-    switch (t) {
-    case GGUF_UINT8: case GGUF_INT8: case GGUF_BOOL: return 1;
-    case GGUF_UINT16: case GGUF_INT16: return 2;
-    case GGUF_UINT32: case GGUF_INT32: case GGUF_FLOAT32: return 4;
-    case GGUF_UINT64: case GGUF_INT64: case GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 int gguf_set_arr(struct gguf_writer *w, const char *key, uint32_t elem_type, uint64_t n, const void *data)
 {
-    unsigned es = elem_size(elem_type);
+    unsigned es = gguf_scalar_size(elem_type);
     struct bytes *b = es ? slot(w, key) : NULL;
     if (!b || put_le(b, GGUF_ARRAY, 4) || put_le(b, elem_type, 4) || put_le(b, n, 8))
         return -1;
@@ -212,7 +201,7 @@ int gguf_set_value(struct gguf_writer *w, const char *key, const struct gguf_val
     case GGUF_FLOAT32: return gguf_set_f32(w, key, (float)v->f);
     case GGUF_FLOAT64: return gguf_set_f64(w, key, v->f);
     default: {
-        unsigned n = elem_size(v->type);
+        unsigned n = gguf_scalar_size(v->type);
         return n ? set_scalar(w, key, v->type, v->u, (int)n) : -1;
     }
     }
