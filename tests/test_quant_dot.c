@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
+#include <string.h>
 
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
@@ -43,8 +44,13 @@ ParameterizedTest(enum tensor_type *t, quant_dot, matches_dequantized_products)
             want += (double)wd[i] * ad[i];
             l1 += fabs((double)wd[i] * ad[i]);
         }
-        float got;
+        float got, terms[N / 32], sum = 0;
         cr_assert_eq(dot_q8_1(*t, wq, aq, N, &got), 0);
+        cr_assert_eq(dot_q8_1_terms(*t, wq, aq, N, terms), 0);
+        for (int j = 0; j < N / 32; j++)
+            sum += terms[j];
+        cr_assert(memcmp(&sum, &got, sizeof sum) == 0, "%s: the terms add to %.9g, the dot is %.9g", type_name(*t),
+                  (double)sum, (double)got);
         cr_assert_leq(fabs(got - want), 1e-3 * l1, "%s trial %d: %.7g vs %.7g (l1 %.4g)", type_name(*t), trial,
                       (double)got, want, l1);
     }
@@ -78,5 +84,6 @@ Test(quant_dot, unsupported_weight_types_are_refused)
     float out = 123;
     cr_assert_eq(dot_q8_1(TYPE_Q2_K, w, a, 512, &out), -1);
     cr_assert_eq(dot_q8_1(TYPE_F16, w, a, 64, &out), -1);
+    cr_assert_eq(dot_q8_1_terms(TYPE_F16, w, a, 64, &out), -1);
     cr_assert_eq(out, 123, "a refused dot wrote its output");
 }

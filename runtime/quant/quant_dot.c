@@ -1,7 +1,10 @@
 /* quant_dot.c: reference weight x Q8_1 activation dot products (see
  * quant_dot.h). Sums run in a fixed order: integer code products within a
- * 32-element block (exact), then one float term per block, left to right. */
+ * 32-element block (exact), then one float term per block (its scales in a
+ * fixed order, which the GPU kernels repeat), left to right. */
 #include "quant/quant_dot.h"
+
+#include <stdbool.h>
 
 #include "quant/half.h"
 #include "quant/quant.h"
@@ -42,101 +45,107 @@ static void legacy_codes(enum tensor_type t, const uint8_t *blk, int *q)
     }
 }
 
-static float dot_legacy(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t n)
+/* The float term of 32-element block j of a row (for K-quants, sub-block
+ * j % 8 of superblock j / 8) against activation block j: the code products
+ * summed as integers, the scales applied in one fixed order. */
+static float term_legacy(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t j)
 {
-    const struct type_info *ti = type_info(t);
-    float sum = 0;
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *blk = w + b * ti->block_bytes;
-        const struct q8_1 x = act(a, b);
-        int q[QK];
-        legacy_codes(t, blk, q);
-        const float d = load_f16(blk);
-        const int si = isum(q, x.q, QK);
-        switch (t) {
-        case TYPE_Q4_0: sum += d * (x.d * (float)si - 8.0f * x.s); break;
-        case TYPE_Q5_0: sum += d * (x.d * (float)si - 16.0f * x.s); break;
-        default: /* Q4_1, Q5_1: + m per element, so + m * s per block */
-            sum += d * x.d * (float)si + load_f16(blk + 2) * x.s;
-        }
+    const uint8_t *blk = w + j * type_info(t)->block_bytes;
+    const struct q8_1 x = act(a, j);
+    int q[QK];
+    legacy_codes(t, blk, q);
+    const float d = load_f16(blk);
+    const int si = isum(q, x.q, QK);
+    switch (t) {
+    case TYPE_Q4_0: return d * (x.d * (float)si - 8.0f * x.s);
+    case TYPE_Q5_0: return d * (x.d * (float)si - 16.0f * x.s);
+    default: /* Q4_1, Q5_1: + m per element, so + m * s per block */
+        return d * x.d * (float)si + load_f16(blk + 2) * x.s;
     }
-    return sum;
 }
 
-static float dot_q8_0_act(const uint8_t *w, const uint8_t *a, int64_t n)
+static float term_q8_0(const uint8_t *w, const uint8_t *a, int64_t j)
 {
-    float sum = 0;
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *blk = w + b * 34;
-        const struct q8_1 x = act(a, b);
-        int q[QK];
-        for (int i = 0; i < QK; i++)
-            q[i] = (int8_t)blk[2 + i];
-        sum += load_f16(blk) * x.d * (float)isum(q, x.q, QK);
-    }
-    return sum;
+    const uint8_t *blk = w + j * 34;
+    const struct q8_1 x = act(a, j);
+    int q[QK];
+    for (int i = 0; i < QK; i++)
+        q[i] = (int8_t)blk[2 + i];
+    return load_f16(blk) * x.d * (float)isum(q, x.q, QK);
 }
 
 /* Q4_K/Q5_K: each 32-element sub-block lines up with one Q8_1 block. */
-static float dot_kx(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t n)
+static float term_kx(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t j)
 {
-    const int bytes = t == TYPE_Q4_K ? 144 : 176;
-    float sum = 0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const uint8_t *blk = w + b * bytes;
-        const float d = load_f16(blk), dmin = load_f16(blk + 2);
-        const uint8_t *qh = blk + 16, *qs = blk + (t == TYPE_Q4_K ? 16 : 48);
-        uint8_t sc[8], mn[8];
-        k_scales_unpack(blk + 4, sc, mn);
-        for (int j = 0; j < 8; j++) {
-            const struct q8_1 x = act(a, b * 8 + j);
-            int q[QK];
-            for (int l = 0; l < QK; l++) {
-                q[l] = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
-                if (t == TYPE_Q5_K)
-                    q[l] |= ((qh[l] >> j) & 1) << 4;
-            }
-            sum += d * (float)sc[j] * x.d * (float)isum(q, x.q, QK) - dmin * (float)mn[j] * x.s;
-        }
+    const uint8_t *blk = w + j / 8 * (t == TYPE_Q4_K ? 144 : 176);
+    const int sb = (int)(j % 8);
+    const float d = load_f16(blk), dmin = load_f16(blk + 2);
+    const uint8_t *qh = blk + 16, *qs = blk + (t == TYPE_Q4_K ? 16 : 48);
+    uint8_t sc[8], mn[8];
+    k_scales_unpack(blk + 4, sc, mn);
+    const struct q8_1 x = act(a, j);
+    int q[QK];
+    for (int l = 0; l < QK; l++) {
+        q[l] = (qs[32 * (sb / 2) + l] >> (4 * (sb % 2))) & 0xf;
+        if (t == TYPE_Q5_K)
+            q[l] |= ((qh[l] >> sb) & 1) << 4;
     }
-    return sum;
+    return d * (float)sc[sb] * x.d * (float)isum(q, x.q, QK) - dmin * (float)mn[sb] * x.s;
 }
 
 /* Q6_K: sub-blocks of 16, two per Q8_1 block; codes are signed (q - 32). */
-static float dot_q6_k(const uint8_t *w, const uint8_t *a, int64_t n)
+static float term_q6_k(const uint8_t *w, const uint8_t *a, int64_t j)
 {
-    float sum = 0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const uint8_t *blk = w + b * 210, *ql = blk, *qh = blk + 128;
-        const int8_t *sc = (const int8_t *)(blk + 192);
-        const float d = load_f16(blk + 208);
-        for (int j = 0; j < 8; j++) {
-            const struct q8_1 x = act(a, b * 8 + j);
-            int q[QK];
-            for (int l = 0; l < QK; l++) {
-                const int e = 32 * j + l, h = e / 128, r = e % 128;
-                const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
-                const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-                q[l] = (lo | hi << 4) - 32;
-            }
-            const int s0 = isum(q, x.q, 16), s1 = isum(q + 16, x.q + 16, 16);
-            sum += d * x.d * (float)(sc[2 * j] * s0 + sc[2 * j + 1] * s1);
-        }
+    const uint8_t *blk = w + j / 8 * 210, *ql = blk, *qh = blk + 128;
+    const int sb = (int)(j % 8);
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    const float d = load_f16(blk + 208);
+    const struct q8_1 x = act(a, j);
+    int q[QK];
+    for (int l = 0; l < QK; l++) {
+        const int e = 32 * sb + l, h = e / 128, r = e % 128;
+        const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
+        const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        q[l] = (lo | hi << 4) - 32;
     }
-    return sum;
+    const int s0 = isum(q, x.q, 16), s1 = isum(q + 16, x.q + 16, 16);
+    return d * x.d * (float)(sc[2 * sb] * s0 + sc[2 * sb + 1] * s1);
+}
+
+static bool has_term(enum tensor_type t)
+{
+    return t == TYPE_Q4_0 || t == TYPE_Q4_1 || t == TYPE_Q5_0 || t == TYPE_Q5_1 || t == TYPE_Q8_0 || t == TYPE_Q4_K ||
+           t == TYPE_Q5_K || t == TYPE_Q6_K;
+}
+
+static float term(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t j)
+{
+    switch (t) {
+    case TYPE_Q8_0: return term_q8_0(w, a, j);
+    case TYPE_Q4_K: case TYPE_Q5_K: return term_kx(t, w, a, j);
+    case TYPE_Q6_K: return term_q6_k(w, a, j);
+    default: return term_legacy(t, w, a, j);
+    }
+}
+
+int dot_q8_1_terms(enum tensor_type wt, const void *w, const void *a, int64_t n, float *terms)
+{
+    if (!has_term(wt))
+        return -1;
+    for (int64_t j = 0; j < n / QK; j++)
+        terms[j] = term(wt, w, a, j);
+    return 0;
 }
 
 int dot_q8_1(enum tensor_type wt, const void *w, const void *a, int64_t n, float *out)
 {
-    switch (wt) {
-    case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q5_1:
-        *out = dot_legacy(wt, w, a, n);
-        return 0;
-    case TYPE_Q8_0: *out = dot_q8_0_act(w, a, n); return 0;
-    case TYPE_Q4_K: case TYPE_Q5_K: *out = dot_kx(wt, w, a, n); return 0;
-    case TYPE_Q6_K: *out = dot_q6_k(w, a, n); return 0;
-    default: return -1;
-    }
+    if (!has_term(wt))
+        return -1;
+    float sum = 0;
+    for (int64_t j = 0; j < n / QK; j++)
+        sum += term(wt, w, a, j);
+    *out = sum;
+    return 0;
 }
 
 float dot_q8_0_q8_0(const void *w, const void *a, int64_t n)

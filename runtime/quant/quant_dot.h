@@ -15,6 +15,10 @@
  * returns 0, or returns -1 for a weight type without a Q8_1 dot (Q2_K, Q3_K,
  * the float types). */
 int dot_q8_1(enum tensor_type wt, const void *w, const void *a, int64_t n, float *out);
+/* The n / 32 float terms that dot_q8_1 adds left to right, one per 32-element
+ * block, into terms; 0, or -1 as dot_q8_1. The GPU adds the same terms in
+ * another fixed order (tests/cuda check the bits). */
+int dot_q8_1_terms(enum tensor_type wt, const void *w, const void *a, int64_t n, float *terms);
 
 /* Dot of two Q8_0 rows of n elements. */
 float dot_q8_0_q8_0(const void *w, const void *a, int64_t n);
