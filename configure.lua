@@ -121,7 +121,7 @@ local libs = { "-lm", "-pthread" }
 local nvccflags = {}
 if nvcc then
   table.insert(cflags, "-DMINFER_CUDA=1")
-  nvccflags = { "-O3", "-lineinfo", "-std=c++17", "-Iruntime", "-Xcompiler=-Wall,-Wextra,-Werror" }
+  nvccflags = { "-O3", "-lineinfo", "-std=c++17", "-Iruntime", "-Xcompiler=-Wall,-Wextra,-Werror", "-Werror=all-warnings" }
   for a in opts.cuda_arch:gmatch("%d+") do
     table.insert(nvccflags, "-gencode=arch=compute_" .. a .. ",code=sm_" .. a)
   end

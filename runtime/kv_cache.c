@@ -34,7 +34,7 @@ int kv_init(struct kv_cache *c, enum kv_type type, int n_layer, int64_t n_ctx, i
     c->n_ctx = n_ctx;
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
-    c->row_bytes = type == KV_F32 ? 4 * (size_t)head_dim : type == KV_F16 ? 2 * (size_t)head_dim : (size_t)head_dim / 32 * 34;
+    c->row_bytes = kv_row_bytes(type, head_dim);
     size_t half = kv_bytes(c) / 2;
     c->k = calloc(1, half);
     c->v = calloc(1, half);
@@ -83,4 +83,9 @@ void kv_load_row(const struct kv_cache *c, const uint8_t *base, int layer, int64
         break;
     case KV_Q8_0: dequant_q8_0(r, out, c->head_dim); break;
     }
+}
+
+size_t kv_row_bytes(enum kv_type type, int64_t head_dim)
+{
+    return type == KV_F32 ? 4 * (size_t)head_dim : type == KV_F16 ? 2 * (size_t)head_dim : (size_t)head_dim / 32 * 34;
 }

@@ -10,6 +10,10 @@
 
 #include "error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum kv_type { KV_F32, KV_F16, KV_Q8_0 };
 
 struct kv_cache {
@@ -34,5 +38,11 @@ void kv_load_row(const struct kv_cache *c, const uint8_t *base, int layer, int64
 
 /* Bytes both caches take. */
 size_t kv_bytes(const struct kv_cache *c);
+/* Bytes of one cached row (one position of one head) of head_dim elements. */
+size_t kv_row_bytes(enum kv_type type, int64_t head_dim);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -3,10 +3,12 @@
  * length fixed for the engine (cuda_attention_chunk), one CTA per (chunk,
  * head, query) forms that chunk's scores, their max, the sum of their
  * exponentials and the weighted sum of values (an exact softmax within the
- * chunk), and a second kernel combines the chunks in order. The cut never
- * depends on the batch, the position or timing, so a query gets the same
- * bits in a batch as alone. Scores and sums keep the CPU's order within
- * each piece: a score is a sequential dot over the head's elements. */
+ * chunk), and the last CTA of each (head, query) to finish combines the
+ * chunks in order. The cut never depends on the batch, the position or
+ * timing, so a query gets the same
+ * bits in a batch as alone. Within a chunk the order of every sum is fixed
+ * too (attention_kernel), though not the CPU's: the two agree within a
+ * stated tolerance (tests/cuda). */
 #include <math.h>
 
 #include "cuda/common.cuh"
@@ -15,12 +17,9 @@
 
 #define ATT_THREADS 128
 #define ATT_QUERIES 64 /* queries per launch: bounds the partials' scratch */
-#define ATT_MAX_CHUNKS 64
-
-static size_t kv_row_bytes(enum kv_type kt, int64_t d)
-{
-    return kt == KV_F32 ? 4 * (size_t)d : kt == KV_F16 ? 2 * (size_t)d : (size_t)d / 32 * 34;
-}
+#define ATT_MAX_CHUNKS 64 /* at most ATT_THREADS: the combine gives each chunk a thread */
+#define ATT_GROUPS (ATT_THREADS / 8) /* 8-lane groups, one KV position each at a time */
+#define ATT_MAX_HEAD 256             /* 8 lanes of at most 32 elements */
 
 /* Element i of one cached row. */
 template <int KT>
@@ -42,32 +41,11 @@ __global__ void kv_store_kernel(uint8_t *__restrict__ kl, uint8_t *__restrict__ 
                                 const float *__restrict__ v, const int32_t *__restrict__ pos, int64_t d,
                                 int64_t h_kv, int64_t n_ctx, size_t row_bytes)
 {
+    grid_begin();
     const int64_t head = blockIdx.x, c = blockIdx.y;
     const size_t at = ((size_t)head * (size_t)n_ctx + (size_t)pos[c]) * row_bytes;
-    for (int which = 0; which < 2; which++) {
-        const float *src = (which ? v : k) + ((size_t)c * (size_t)h_kv + (size_t)head) * (size_t)d;
-        uint8_t *row = (which ? vl : kl) + at;
-        if constexpr (KT == KV_F32) {
-            for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
-                ((float *)row)[i] = src[i];
-        } else if constexpr (KT == KV_F16) {
-            for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
-                ((__half *)row)[i] = __float2half_rn(src[i]);
-        } else { /* Q8_0 as the CPU's quant_q8_0: d = amax/127, q = roundf(v / d) */
-            for (int64_t b = threadIdx.x / 32; b < d / 32; b += blockDim.x / 32) {
-                const int lane = threadIdx.x % 32;
-                const float x = src[b * 32 + lane];
-                float amax = fabsf(x);
-                for (int off = 16; off > 0; off >>= 1)
-                    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-                const float dq = __fdiv_rn(amax, 127.0f), id = dq != 0.0f ? __fdiv_rn(1.0f, dq) : 0.0f;
-                uint8_t *blk = row + b * 34;
-                blk[2 + lane] = (uint8_t)(int8_t)roundf(__fmul_rn(x, id));
-                if (lane == 0) /* blocks are 34 bytes: the scale is 2-byte aligned */
-                    *(unsigned short *)blk = __half_as_ushort(__float2half_rn(dq));
-            }
-        }
-    }
+    for (int which = 0; which < 2; which++)
+        kv_row_write<KT>((which ? vl : kl) + at, (which ? v : k) + ((size_t)c * (size_t)h_kv + (size_t)head) * (size_t)d, d);
 }
 
 extern "C" int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const float *v, const int32_t *pos,
@@ -82,11 +60,11 @@ extern "C" int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k
     if (cuda_launch_begin("kv_store_kernel", e))
         return -1;
     if (kt == KV_F32)
-        kv_store_kernel<KV_F32><<<grid, 128, 0, s>>>(kb, vb, k, v, pos, d, h_kv, n_ctx, rb);
+        launch(kv_store_kernel<KV_F32>, grid, 128, 0, s, kb, vb, k, v, pos, d, h_kv, n_ctx, rb);
     else if (kt == KV_F16)
-        kv_store_kernel<KV_F16><<<grid, 128, 0, s>>>(kb, vb, k, v, pos, d, h_kv, n_ctx, rb);
+        launch(kv_store_kernel<KV_F16>, grid, 128, 0, s, kb, vb, k, v, pos, d, h_kv, n_ctx, rb);
     else
-        kv_store_kernel<KV_Q8_0><<<grid, 128, 0, s>>>(kb, vb, k, v, pos, d, h_kv, n_ctx, rb);
+        launch(kv_store_kernel<KV_Q8_0>, grid, 128, 0, s, kb, vb, k, v, pos, d, h_kv, n_ctx, rb);
     return cuda_launch_end("kv_store_kernel", e);
 }
 
@@ -101,7 +79,8 @@ static int64_t n_chunks(int64_t n_ctx, int64_t chunk) { return (n_ctx + chunk - 
 
 size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_t chunk)
 {
-    return (size_t)ATT_QUERIES * (size_t)h * (size_t)n_chunks(n_ctx, chunk) * (size_t)(d + 2);
+    /* the partials, then one ticket per (query, head) */
+    return (size_t)ATT_QUERIES * (size_t)h * ((size_t)n_chunks(n_ctx, chunk) * (size_t)(d + 2) + 1);
 }
 
 /* max (op 0) or sum (op 1) over the CTA: each thread's value, a butterfly
@@ -122,84 +101,208 @@ __device__ static float block_reduce(float v, int op, float *shared)
     return r;
 }
 
-/* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted values }. */
-template <int KT>
-__global__ void attention_chunk_kernel(const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl,
-                                       const float *__restrict__ q, const int32_t *__restrict__ pos, int64_t c_base,
-                                       int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
-                                       size_t row_bytes, float *__restrict__ partial)
+/* The first S chunks' partials of one (head, query) (the chunks that hold
+ * positions) combined in chunk order into y's head, and its Q8_1 blocks
+ * into q8h (if not NULL). Thread s reads chunk s's max and sum; the sums
+ * over chunks then run in chunk order from shared memory. The partials were
+ * written by other CTAs of this launch: read past L1 (__ldcg). */
+__device__ static void combine_chunks(const float *pc, int64_t S, int64_t d, float *red, float *outs, float *yh,
+                                      uint8_t *q8h)
 {
-    extern __shared__ float smem[];
-    __shared__ float red[ATT_THREADS / 32];
-    float *qs = smem, *sc = smem + d;
-    const int64_t s = blockIdx.x, head = blockIdx.y, c = c_base + blockIdx.z, kvh = head / group;
-    const int64_t S = gridDim.x;
-    float *out = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)S + (size_t)s) * (size_t)(d + 2);
-    const int64_t p = pos[c], start = s * chunk, end = start + chunk < p + 1 ? start + chunk : p + 1;
-    if (start >= end) {
-        if (threadIdx.x == 0)
-            out[0] = -INFINITY, out[1] = 0;
-        return;
+    __shared__ float wts[ATT_MAX_CHUNKS], sums[ATT_MAX_CHUNKS];
+    const int t = threadIdx.x;
+    const float m = t < S ? __ldcg(pc + (size_t)t * (size_t)(d + 2)) : -INFINITY;
+    const float M = block_reduce(m, 0, red); /* a max: exact in any order */
+    if (t < S) {
+        sums[t] = __ldcg(pc + (size_t)t * (size_t)(d + 2) + 1);
+        wts[t] = expf(m - M);
     }
-    for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS)
-        qs[i] = q[((size_t)c * (size_t)h + (size_t)head) * (size_t)d + (size_t)i];
     __syncthreads();
-    const float scale = __fdiv_rn(1.0f, sqrtf((float)d));
-    const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
-    float m = -INFINITY;
-    for (int64_t j = start + threadIdx.x; j < end; j += ATT_THREADS) {
-        const uint8_t *row = kh + (size_t)j * row_bytes;
-        float dot = 0;
-        for (int64_t i = 0; i < d; i++)
-            dot = __fadd_rn(dot, __fmul_rn(qs[i], kv_at<KT>(row, i)));
-        sc[j - start] = __fmul_rn(dot, scale);
-        m = fmaxf(m, sc[j - start]);
-    }
-    m = block_reduce(m, 0, red);
-    float l = 0;
-    for (int64_t j = start + threadIdx.x; j < end; j += ATT_THREADS) {
-        sc[j - start] = expf(sc[j - start] - m);
-        l += sc[j - start];
-    }
-    l = block_reduce(l, 1, red); /* also the barrier before the scores are read below */
-    for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS) {
-        float acc = 0;
-        for (int64_t j = start; j < end; j++)
-            acc = __fadd_rn(acc, __fmul_rn(sc[j - start], kv_at<KT>(vh + (size_t)j * row_bytes, i)));
-        out[2 + i] = acc;
-    }
-    if (threadIdx.x == 0)
-        out[0] = m, out[1] = l;
-}
-
-/* One CTA per (head, query): the chunks' partials combined in chunk order. */
-__global__ void attention_combine_kernel(const float *__restrict__ partial, int64_t c_base, int64_t d, int64_t h,
-                                         int64_t S, float *__restrict__ y, uint8_t *__restrict__ q8)
-{
-    extern __shared__ float outs[];
-    const int64_t head = blockIdx.x, c = c_base + blockIdx.y;
-    const float *pc = partial + ((size_t)blockIdx.y * (size_t)h + (size_t)head) * (size_t)S * (size_t)(d + 2);
-    float M = -INFINITY;
-    for (int64_t s = 0; s < S; s++)
-        M = fmaxf(M, pc[s * (d + 2)]);
     float L = 0;
     for (int64_t s = 0; s < S; s++)
-        if (pc[s * (d + 2) + 1] > 0)
-            L += pc[s * (d + 2) + 1] * expf(pc[s * (d + 2)] - M);
-    for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS) {
+        L = __fadd_rn(L, __fmul_rn(sums[s], wts[s]));
+    for (int64_t i = t; i < d; i += ATT_THREADS) {
         float acc = 0;
         for (int64_t s = 0; s < S; s++)
-            if (pc[s * (d + 2) + 1] > 0)
-                acc += pc[s * (d + 2) + 2 + i] * expf(pc[s * (d + 2)] - M);
+            acc = __fadd_rn(acc, __fmul_rn(__ldcg(pc + (size_t)s * (size_t)(d + 2) + 2 + i), wts[s]));
         outs[i] = __fdiv_rn(acc, L);
-        y[((size_t)c * (size_t)h + (size_t)head) * (size_t)d + (size_t)i] = outs[i];
+        yh[i] = outs[i];
     }
-    if (!q8)
+    if (!q8h)
         return;
     __syncthreads(); /* warp b quantizes the head's 32-element blocks b, b + 4, ... */
+    for (int64_t b = t / 32; b < d / 32; b += ATT_THREADS / 32)
+        q8_1_block(outs[b * 32 + t % 32], q8h + (size_t)b * 36);
+}
+
+/* dl elements of a cached row from element first into v (DL >= dl; the
+ * rest zero): 16-byte loads when the lane's part is whole and aligned. */
+template <int KT, int DL>
+__device__ static inline void kv_part(const uint8_t *row, int64_t first, int dl, float v[DL])
+{
+    if constexpr (KT == KV_F16 && DL % 8 == 0) {
+        if (dl == DL) { /* rows are 2d = 16 DL bytes: aligned */
+            const uint4 *p = (const uint4 *)(row + 2 * first);
+#pragma unroll
+            for (int u = 0; u < DL / 8; u++) {
+                const uint4 w = p[u];
+                const unsigned words[4] = { w.x, w.y, w.z, w.w };
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    const float2 f = __half22float2(*(const __half2 *)&words[t]);
+                    v[8 * u + 2 * t] = f.x, v[8 * u + 2 * t + 1] = f.y;
+                }
+            }
+            return;
+        }
+    } else if constexpr (KT == KV_F32 && DL % 4 == 0) {
+        if (dl == DL) {
+            const float4 *p = (const float4 *)(row + 4 * first);
+#pragma unroll
+            for (int u = 0; u < DL / 4; u++) {
+                const float4 w = p[u];
+                v[4 * u] = w.x, v[4 * u + 1] = w.y, v[4 * u + 2] = w.z, v[4 * u + 3] = w.w;
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < DL; k++)
+        v[k] = k < dl ? kv_at<KT>(row, first + k) : 0.0f;
+}
+
+/* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
+ * values } over the chunk's positions. Sixteen groups of 8 lanes take
+ * positions start + g, start + g + 16, ...; lane i of a group holds
+ * elements [i dl, (i + 1) dl) of the head (dl = d / 8 <= DL): a score is
+ * its lanes' partial dots added in a fixed butterfly, and each group keeps
+ * an online softmax (running max, sum and weighted values) in registers.
+ * The groups then merge in group order through shared memory. Chunks past
+ * the query's position hold nothing and return at once; of the others, the
+ * last to finish, as counted by an atomic ticket, combines them. The ticket
+ * decides only who combines, never the order of a sum, so the bits do not
+ * depend on timing; the combiner leaves it at zero for the next launch. */
+template <int KT, int DL>
+__global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
+    const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
+    const int32_t *__restrict__ pos, int64_t c_base, int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
+    size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
+    uint8_t *__restrict__ q8)
+{
+    extern __shared__ float smem[]; /* ATT_GROUPS x (d + 2): each group's max, sum and values */
+    __shared__ float red[ATT_THREADS / 32];
+    __shared__ bool last;
+    grid_begin();
+    const int64_t s = blockIdx.x, head = blockIdx.y, c = c_base + blockIdx.z, kvh = head / group;
+    const int64_t p = pos[c], live = p / chunk + 1, start = s * chunk, end = start + chunk < p + 1 ? start + chunk : p + 1;
+    if (s >= live)
+        return;
+    const int g = threadIdx.x / 8, lane = threadIdx.x % 8, dl = (int)(d / 8);
+    const int64_t first = (int64_t)lane * dl;
+    const float scale = __fdiv_rn(1.0f, sqrtf((float)d));
+    float qv[DL], acc[DL];
+    const float *qh = q + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
+#pragma unroll
+    for (int k = 0; k < DL; k++)
+        qv[k] = k < dl ? qh[first + k] : 0.0f, acc[k] = 0.0f;
+    const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t j0 = start; j0 < end; j0 += ATT_GROUPS) { /* as many turns in every warp: the shuffles need them all */
+        const int64_t j = j0 + g;
+        const bool here = j < end;
+        float kv[DL], vv[DL];
+        if (here) {
+            kv_part<KT, DL>(kh + (size_t)j * row_bytes, first, dl, kv);
+            kv_part<KT, DL>(vh + (size_t)j * row_bytes, first, dl, vv);
+        } else {
+#pragma unroll
+            for (int k = 0; k < DL; k++)
+                kv[k] = vv[k] = 0.0f;
+        }
+        float dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < DL; k++)
+            dot = __fmaf_rn(qv[k], kv[k], dot);
+        for (int off = 4; off > 0; off >>= 1) /* the group's 8 lanes, a fixed butterfly */
+            dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, off));
+        const float sc = __fmul_rn(dot, scale);
+        if (!here)
+            continue;
+        if (sc > m) { /* a new max: rescale what came before */
+            const float corr = expf(m - sc);
+            l = __fmaf_rn(l, corr, 1.0f);
+#pragma unroll
+            for (int k = 0; k < DL; k++)
+                acc[k] = __fmaf_rn(acc[k], corr, vv[k]);
+            m = sc;
+        } else {
+            const float e = expf(sc - m);
+            l = __fadd_rn(l, e);
+#pragma unroll
+            for (int k = 0; k < DL; k++)
+                acc[k] = __fmaf_rn(e, vv[k], acc[k]);
+        }
+    }
+    float *mine = smem + (size_t)g * (size_t)(d + 2);
+    if (lane == 0)
+        mine[0] = m, mine[1] = l;
+#pragma unroll
+    for (int k = 0; k < DL; k++)
+        if (k < dl)
+            mine[2 + first + k] = acc[k];
+    __syncthreads();
+    /* the groups in order (a group without positions has l = 0 and adds nothing) */
+    float M = -INFINITY;
+    for (int k = 0; k < ATT_GROUPS; k++)
+        M = fmaxf(M, smem[(size_t)k * (size_t)(d + 2)]);
+    float *out = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x + (size_t)s) * (size_t)(d + 2);
+    for (int64_t i = threadIdx.x; i < d + 2; i += ATT_THREADS) {
+        float sum = 0.0f;
+        for (int k = 0; k < ATT_GROUPS; k++) {
+            const float *gk = smem + (size_t)k * (size_t)(d + 2);
+            if (gk[1] > 0.0f)
+                sum = __fmaf_rn(i == 0 ? 0.0f : i == 1 ? gk[1] : gk[i], expf(gk[0] - M), sum);
+        }
+        out[i] = i == 0 ? M : sum;
+    }
+    __threadfence(); /* this chunk's partial is visible to whichever CTA combines */
+    __syncthreads();
+    unsigned *ticket = tickets + (size_t)blockIdx.z * (size_t)h + (size_t)head;
+    if (threadIdx.x == 0)
+        last = atomicAdd(ticket, 1u) == (unsigned)live - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
     const size_t col_bytes = (size_t)(d * h / 32) * 36;
-    for (int64_t b = threadIdx.x / 32; b < d / 32; b += ATT_THREADS / 32)
-        q8_1_block(outs[b * 32 + threadIdx.x % 32], q8 + (size_t)c * col_bytes + (size_t)(head * (d / 32) + b) * 36);
+    float *pc = partial + ((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x * (size_t)(d + 2);
+    combine_chunks(pc, live, d, red, smem, y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d,
+                   q8 ? q8 + (size_t)c * col_bytes + (size_t)(head * (d / 32)) * 36 : NULL);
+    if (threadIdx.x == 0)
+        *ticket = 0;
+}
+
+template <int KT, int DL>
+static void launch_attention(dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb, const float *q,
+                             const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group, int64_t n_ctx,
+                             int64_t chunk, size_t rb, float *scratch, unsigned *tickets, float *y, uint8_t *q8)
+{
+    launch(attention_kernel<KT, DL>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb,
+           scratch, tickets, y, q8);
+}
+
+template <int KT>
+static void launch_attention_kt(dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb,
+                                const float *q, const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group,
+                                int64_t n_ctx, int64_t chunk, size_t rb, float *scratch, unsigned *tickets, float *y,
+                                uint8_t *q8)
+{
+    if (d <= 64)
+        launch_attention<KT, 8>(grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb, scratch, tickets, y, q8);
+    else if (d <= 128)
+        launch_attention<KT, 16>(grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb, scratch, tickets, y, q8);
+    else
+        launch_attention<KT, 32>(grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb, scratch, tickets, y, q8);
 }
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,
@@ -207,32 +310,32 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
                               float *scratch, float *y, void *q8, void *stream, struct error *e)
 {
     const int64_t S = n_chunks(n_ctx, chunk);
-    const size_t smem = (size_t)(d + chunk) * sizeof(float);
-    if (d <= 0 || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > 65535 || smem > 48 * 1024 || (q8 && d % 32))
-        return fail(e, "attention: %lld heads of %lld over %lld KV heads, chunks of %lld (%zu bytes of shared memory)",
-                    (long long)h, (long long)d, (long long)h_kv, (long long)chunk, smem);
+    const size_t smem = (size_t)ATT_GROUPS * (size_t)(d + 2) * sizeof(float);
+    if (d <= 0 || d % 8 || d > ATT_MAX_HEAD || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > ATT_MAX_CHUNKS ||
+        (q8 && d % 32) || (kt == KV_Q8_0 && d % 32))
+        return fail(e, "attention: %lld heads of %lld (a multiple of 8 up to %d) over %lld KV heads, %lld chunks of %lld "
+                       "(at most %d)", (long long)h, (long long)d, ATT_MAX_HEAD, (long long)h_kv, (long long)S,
+                    (long long)chunk, ATT_MAX_CHUNKS);
     const size_t rb = kv_row_bytes(kt, d);
     const uint8_t *kb = (const uint8_t *)kl, *vb = (const uint8_t *)vl;
     cudaStream_t st = (cudaStream_t)stream;
+    unsigned *tickets = (unsigned *)(scratch + (size_t)ATT_QUERIES * (size_t)h * (size_t)S * (size_t)(d + 2));
     for (int64_t c0 = 0; c0 < nt; c0 += ATT_QUERIES) {
         const unsigned nq = (unsigned)(nt - c0 < ATT_QUERIES ? nt - c0 : ATT_QUERIES);
         const dim3 grid((unsigned)S, (unsigned)h, nq);
-        if (cuda_launch_begin("attention_chunk_kernel", e))
+        uint8_t *q8b = (uint8_t *)q8;
+        if (cuda_launch_begin("attention_kernel", e))
             return -1;
         if (kt == KV_F32)
-            attention_chunk_kernel<KV_F32><<<grid, ATT_THREADS, smem, st>>>(kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx,
-                                                                            chunk, rb, scratch);
+            launch_attention_kt<KV_F32>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, rb, scratch,
+                                        tickets, y, q8b);
         else if (kt == KV_F16)
-            attention_chunk_kernel<KV_F16><<<grid, ATT_THREADS, smem, st>>>(kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx,
-                                                                            chunk, rb, scratch);
+            launch_attention_kt<KV_F16>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, rb, scratch,
+                                        tickets, y, q8b);
         else
-            attention_chunk_kernel<KV_Q8_0><<<grid, ATT_THREADS, smem, st>>>(kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx,
-                                                                             chunk, rb, scratch);
-        if (cuda_launch_end("attention_chunk_kernel", e) || cuda_launch_begin("attention_combine_kernel", e))
-            return -1;
-        attention_combine_kernel<<<dim3((unsigned)h, nq), ATT_THREADS, (size_t)d * sizeof(float), st>>>(
-            scratch, c0, d, h, S, y, (uint8_t *)q8);
-        if (cuda_launch_end("attention_combine_kernel", e))
+            launch_attention_kt<KV_Q8_0>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, rb, scratch,
+                                         tickets, y, q8b);
+        if (cuda_launch_end("attention_kernel", e))
             return -1;
     }
     return 0;

@@ -12,9 +12,55 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kv_cache.h"
 #include "quant/tensor_type.h"
 
 #define QK8 32 /* elements per Q8_1 block */
+
+/* ---- launches: programmatic dependent launch (sm_90) ----
+ * Every kernel is launched so that the next one in the stream may be
+ * scheduled while it runs: the next kernel's CTAs become resident early and
+ * wait in grid_begin until this kernel has finished and its writes are
+ * visible, hiding the launch gap between dependent kernels. Each kernel
+ * calls grid_begin before it touches memory that another kernel writes or
+ * reads (activations, caches, scratch); only read-only weights may be
+ * touched before it (a prefetch into L2). grid_begin then lets the kernel
+ * after it launch. Before sm_90, or with MINFER_NO_PDL=1 in the environment
+ * (for measurements), launches serialize as plain ones do. */
+extern "C" bool cuda_pdl_enabled(void); /* device.cu */
+
+__device__ static inline void grid_begin(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* The warp asks L2 for the bytes [p, p + n) (one 128-byte line per lane). */
+__device__ static inline void prefetch_l2(const uint8_t *p, size_t n)
+{
+    const uintptr_t first = (uintptr_t)p & ~(uintptr_t)127, end = (uintptr_t)p + n;
+    for (uintptr_t at = first + 128 * (threadIdx.x % 32); at < end; at += 128 * 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+}
+
+/* Launches kernel k; a failure is latched for cuda_launch_end to report. */
+template <typename... P, typename... A>
+static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
+{
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = cuda_pdl_enabled() ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, k, ((P)args)...);
+}
 
 __device__ static inline float half_at(const uint8_t *p)
 {
@@ -92,6 +138,34 @@ __device__ static inline void q8_1_block(float v, uint8_t *out)
     out[4 + lane] = (uint8_t)(int8_t)q;
     if (lane == 0) /* blocks are 36 bytes, so every block starts 4-byte aligned */
         *reinterpret_cast<__half2 *>(out) = __floats2half2_rn(d, __fmul_rn(d, (float)sum));
+}
+
+/* One KV cache row (kv_cache.h's element types) from d values at src, by
+ * the CTA's threads (whole warps): f16 rounded to nearest, Q8_0 as the
+ * CPU's quant_q8_0 (d = amax / 127, q = roundf(v / d)). */
+template <int KT>
+__device__ static inline void kv_row_write(uint8_t *row, const float *src, int64_t d)
+{
+    if constexpr (KT == KV_F32) {
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+            ((float *)row)[i] = src[i];
+    } else if constexpr (KT == KV_F16) {
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+            ((__half *)row)[i] = __float2half_rn(src[i]);
+    } else {
+        const int lane = threadIdx.x % 32;
+        for (int64_t b = threadIdx.x / 32; b < d / 32; b += blockDim.x / 32) {
+            const float x = src[b * 32 + lane];
+            float amax = fabsf(x);
+            for (int off = 16; off > 0; off >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            const float dq = __fdiv_rn(amax, 127.0f), id = dq != 0.0f ? __fdiv_rn(1.0f, dq) : 0.0f;
+            uint8_t *blk = row + b * 34;
+            blk[2 + lane] = (uint8_t)(int8_t)roundf(__fmul_rn(x, id));
+            if (lane == 0) /* blocks are 34 bytes: the scale is 2-byte aligned */
+                *(unsigned short *)blk = __half_as_ushort(__float2half_rn(dq));
+        }
+    }
 }
 
 /* ---- quantized weights against Q8_1 activations ---- */
@@ -248,12 +322,13 @@ __device__ static inline float block_dot(const uint8_t *row, int64_t j, const st
         }
         const int s = dot8(q, x.q);
         const float d = half_at(b);
+        /* every rounding explicit, in quant_dot.c's order (no contraction to FMA) */
         if constexpr (T == TYPE_Q4_0)
-            return d * (x.d * (float)s - 8.0f * x.s);
+            return __fmul_rn(d, __fsub_rn(__fmul_rn(x.d, (float)s), __fmul_rn(8.0f, x.s)));
         else if constexpr (T == TYPE_Q5_0)
-            return d * (x.d * (float)s - 16.0f * x.s);
+            return __fmul_rn(d, __fsub_rn(__fmul_rn(x.d, (float)s), __fmul_rn(16.0f, x.s)));
         else
-            return d * x.d * (float)s + half_at(b + 2) * x.s;
+            return __fadd_rn(__fmul_rn(__fmul_rn(d, x.d), (float)s), __fmul_rn(half_at(b + 2), x.s));
     } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K) {
         const uint8_t *b = row + (j / 8) * (T == TYPE_Q4_K ? 144 : 176);
         const int sb = (int)(j % 8);
@@ -275,7 +350,8 @@ __device__ static inline float block_dot(const uint8_t *row, int64_t j, const st
             for (int t = 0; t < 8; t++)
                 q[t] |= ((hr[t] >> sb) & 0x01010101u) << 4;
         }
-        return half_at(b) * (float)sc * x.d * (float)dot8(q, x.q) - half_at(b + 2) * (float)mn * x.s;
+        return __fsub_rn(__fmul_rn(__fmul_rn(__fmul_rn(half_at(b), (float)sc), x.d), (float)dot8(q, x.q)),
+                         __fmul_rn(__fmul_rn(half_at(b + 2), (float)mn), x.s));
     } else {
         static_assert(T == TYPE_Q6_K, "block_dot: a type without a Q8_1 dot");
         return block_dot_q6_k(row, j, x);

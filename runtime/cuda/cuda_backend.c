@@ -43,7 +43,7 @@ struct cuda_state {
     void *q8[2];
     size_t q8_bytes;
     int q8_of;
-    int skip;             /* a node its predecessor's launch computed (K's RoPE with Q's) */
+    int skip[2];          /* nodes an earlier launch computed (K's RoPE with Q's, the KV store with K's) */
     float *att;           /* attention partials */
     int32_t *argmax;      /* one int on the device */
     /* Page-locked staging for the graph inputs (token ids, positions, KV
@@ -101,12 +101,16 @@ static bool cuda_supports(const struct graph *g, int i, struct error *e)
         return refuse(g, i, e, "a quantized matmul needs rows that are a multiple of 32");
     if (n->op == OP_RMS_NORM_Q8 && n->dtype == ACT_Q8_1 && n->ne[0] % 32)
         return refuse(g, i, e, "Q8_1 output needs a row length that is a multiple of 32");
+    if ((n->op == OP_RMS_NORM || n->op == OP_RMS_NORM_Q8) && n->ne[0] > 8192)
+        return refuse(g, i, e, "the norm kernel takes rows of at most 8192");
     if ((n->op == OP_ROPE || n->op == OP_HEAD_NORM || n->op == OP_HEAD_NORM_ROPE) && (n->ne[0] % 2 || n->ne[0] > 4096))
         return refuse(g, i, e, "head size must be even and at most 4096");
     if (n->op == OP_ATTENTION) {
         const struct node *q = &g->node[n->src[0]], *k = &g->node[g->node[n->src[1]].src[0]];
         if (q->ne[1] % k->ne[1])
             return refuse(g, i, e, "query heads must be a multiple of the KV heads");
+        if (q->ne[0] % 8 || q->ne[0] > 256)
+            return refuse(g, i, e, "the attention kernel takes head sizes that are a multiple of 8, up to 256");
     }
     return true;
 }
@@ -195,9 +199,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     s->n_head_kv = z->n_head_kv;
     s->head_dim = z->head_dim;
     s->chunk = cuda_attention_chunk(z->n_ctx);
-    size_t row = z->kv_type == KV_F32 ? 4 * (size_t)z->head_dim : z->kv_type == KV_F16 ? 2 * (size_t)z->head_dim
-                                                                                       : (size_t)z->head_dim / 32 * 34;
-    s->kv_layer_bytes = (size_t)z->n_head_kv * (size_t)z->n_ctx * row;
+    s->kv_layer_bytes = (size_t)z->n_head_kv * (size_t)z->n_ctx * kv_row_bytes(z->kv_type, z->head_dim);
     s->q8_bytes = (size_t)(z->k_max / 32 + 1) * 36 * (size_t)z->n_batch;
     s->staging_region = ((size_t)z->n_batch * sizeof(int32_t) + 255) & ~(size_t)255;
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
@@ -205,14 +207,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     for (int i = 0; i < m->n_w; i++)
         weights += weight_bytes(&m->w[i]);
     size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att;
-    size_t free_b = 0, total_b = 0, smem = (size_t)(z->head_dim + s->chunk) * sizeof(float);
-    if (smem > 48 * 1024) {
-        fail(e, "cuda: a context of %lld positions is too long for the attention kernel (chunks of %lld positions "
-                "need %zu bytes of shared memory, 49152 are available)", (long long)z->n_ctx, (long long)s->chunk, smem);
-        free(s);
-        *state = NULL;
-        return -1;
-    }
+    size_t free_b = 0, total_b = 0;
     int rc = cuda_device_query(0, &s->info, e) || cuda_mem_info(&free_b, &total_b, e);
     if (!rc && need > free_b)
         rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f, KV cache %.1f, activations %.1f, "
@@ -229,6 +224,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
+             cuda_memset_async(s->att, 0, att, s->stream, e) ||
              upload_weights(s, e);
     if (rc) {
         cuda_free_state(s);
@@ -314,7 +310,8 @@ static int next_active(const struct graph *g, int i)
 }
 
 /* Head norm / RoPE of node i, and of the next active node in the same
- * launch when it is the same op with the same parameters (Q's then K's). */
+ * launch when it is the same op with the same parameters (Q's then K's),
+ * and the KV store when it comes next and stores the last of them. */
 static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct error *e)
 {
     const struct node *n = &g->node[i];
@@ -331,9 +328,20 @@ static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct 
                                               (float *)data(s, g, k), x->ne[1] };
     }
     if (count == 2)
-        s->skip = j;
+        s->skip[0] = j;
+    const int last = count == 2 ? j : i, st = next_active(g, last);
+    struct cuda_kv_dest store;
+    const struct node *kv = st >= 0 ? &g->node[st] : NULL;
+    bool fold = kv && kv->op == OP_KV_STORE && kv->src[0] == last && (!rope || kv->src[2] == n->src[1]);
+    if (fold) {
+        size_t at = (size_t)kv->layer * s->kv_layer_bytes;
+        store = (struct cuda_kv_dest){ s->kv_type, s->kv_k + at, s->kv_v + at, (const float *)data(s, g, kv->src[1]), s->n_ctx };
+        s->skip[1] = st;
+    }
     return cuda_head_norm_rope_parts(parts, count, n->p.eps, rope ? n->p.rope_base : 0.0f, n->p.rope_style,
-                                     rope ? (const int32_t *)data(s, g, n->src[1]) : NULL, n->ne[0], n->ne[2], s->stream, e);
+                                     fold ? (const int32_t *)data(s, g, kv->src[2])
+                                     : rope ? (const int32_t *)data(s, g, n->src[1]) : NULL, n->ne[0], n->ne[2],
+                                     fold ? &store : NULL, s->stream, e);
 }
 
 static int run_node(struct cuda_state *s, const struct graph *g, int i, struct error *e)
@@ -385,9 +393,9 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
 static int launch_all(struct cuda_state *s, const struct graph *g, struct error *e)
 {
     s->q8_of = -1;
-    s->skip = -1;
+    s->skip[0] = s->skip[1] = -1;
     for (int i = 0; i < g->n; i++)
-        if (i != s->skip && run_node(s, g, i, e))
+        if (i != s->skip[0] && i != s->skip[1] && run_node(s, g, i, e))
             return fail_prefix(e, "%s:%d: %s%s", g->source, g->node[i].line, graph_op_name(g->node[i].op),
                                g->node[i].layer >= 0 ? " (a layer's)" : "");
     return 0;

@@ -2,9 +2,27 @@
 #include "cuda/device.h"
 
 #include <cuda_runtime.h>
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Programmatic dependent launch (common.cuh): on sm_90 and later, unless
+ * MINFER_NO_PDL=1. Decided once per process, for device 0 (the one engines use). */
+extern "C" bool cuda_pdl_enabled(void)
+{
+    static std::atomic<int> on{ -1 };
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        int major = 0;
+        const char *no = getenv("MINFER_NO_PDL");
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess)
+            cudaGetLastError(), major = 0; /* no device: launches will report it */
+        v = major >= 9 && !(no && strcmp(no, "1") == 0);
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v != 0;
+}
 
 static int check(cudaError_t rc, const char *site, struct error *e)
 {

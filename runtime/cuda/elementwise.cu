@@ -14,6 +14,7 @@ template <int OP>
 __global__ void elementwise_kernel(const float *__restrict__ a, const float *__restrict__ b, int64_t n, int64_t d,
                                    float *__restrict__ y)
 {
+    grid_begin();
     for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_THREADS) {
         if (OP == CUDA_EW_ADD)
             y[i] = __fadd_rn(a[i], b[i]);
@@ -39,11 +40,11 @@ extern "C" int cuda_elementwise(enum cuda_elementwise_op op, const float *a, con
     if (cuda_launch_begin("elementwise_kernel", e))
         return -1;
     switch (op) {
-    case CUDA_EW_ADD: elementwise_kernel<CUDA_EW_ADD><<<ctas, EW_THREADS, 0, s>>>(a, b, n, d, y); break;
-    case CUDA_EW_MUL: elementwise_kernel<CUDA_EW_MUL><<<ctas, EW_THREADS, 0, s>>>(a, b, n, d, y); break;
-    case CUDA_EW_SILU: elementwise_kernel<CUDA_EW_SILU><<<ctas, EW_THREADS, 0, s>>>(a, b, n, d, y); break;
-    case CUDA_EW_SWIGLU: elementwise_kernel<CUDA_EW_SWIGLU><<<ctas, EW_THREADS, 0, s>>>(a, b, n, d, y); break;
-    case CUDA_EW_ADD_BIAS: elementwise_kernel<CUDA_EW_ADD_BIAS><<<ctas, EW_THREADS, 0, s>>>(a, b, n, d, y); break;
+    case CUDA_EW_ADD: launch(elementwise_kernel<CUDA_EW_ADD>, ctas, EW_THREADS, 0, s, a, b, n, d, y); break;
+    case CUDA_EW_MUL: launch(elementwise_kernel<CUDA_EW_MUL>, ctas, EW_THREADS, 0, s, a, b, n, d, y); break;
+    case CUDA_EW_SILU: launch(elementwise_kernel<CUDA_EW_SILU>, ctas, EW_THREADS, 0, s, a, b, n, d, y); break;
+    case CUDA_EW_SWIGLU: launch(elementwise_kernel<CUDA_EW_SWIGLU>, ctas, EW_THREADS, 0, s, a, b, n, d, y); break;
+    case CUDA_EW_ADD_BIAS: launch(elementwise_kernel<CUDA_EW_ADD_BIAS>, ctas, EW_THREADS, 0, s, a, b, n, d, y); break;
     }
     return cuda_launch_end("elementwise_kernel", e);
 }
@@ -61,6 +62,7 @@ __global__ void argmax_kernel(const float *__restrict__ x, int64_t n, int32_t *_
 {
     __shared__ float sv[ARGMAX_THREADS];
     __shared__ int si[ARGMAX_THREADS];
+    grid_begin();
     float bv = 0;
     int bi = -1;
     for (int64_t i = threadIdx.x; i < n; i += ARGMAX_THREADS)
@@ -86,6 +88,6 @@ extern "C" int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream
         return fail(e, "argmax: %lld values", (long long)n);
     if (cuda_launch_begin("argmax_kernel", e))
         return -1;
-    argmax_kernel<<<1, ARGMAX_THREADS, 0, (cudaStream_t)stream>>>(x, n, out);
+    launch(argmax_kernel, 1, ARGMAX_THREADS, 0, (cudaStream_t)stream, x, n, out);
     return cuda_launch_end("argmax_kernel", e);
 }

@@ -11,6 +11,7 @@ template <int T>
 __global__ void embed_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int block_elems, int block_bytes,
                              int64_t d, const int32_t *__restrict__ ids, float *__restrict__ y)
 {
+    grid_begin();
     const uint8_t *row = w + (size_t)ids[blockIdx.x] * row_bytes;
     float *out = y + (size_t)blockIdx.x * (size_t)d;
     for (int64_t i = threadIdx.x; i < d; i += EMBED_THREADS)
@@ -30,7 +31,7 @@ bool cuda_weight_type_ok(enum tensor_type t)
 
 #define EMBED_CASE(T)                                                                                        \
     case T:                                                                                                  \
-        embed_kernel<T><<<(unsigned)nt, EMBED_THREADS, 0, s>>>((const uint8_t *)w, row_bytes, ti->block_elems, \
+        launch(embed_kernel<T>, (unsigned)nt, EMBED_THREADS, 0, s, (const uint8_t *)w, row_bytes, ti->block_elems, \
                                                                ti->block_bytes, n_embd, ids, y);              \
         break;
 

@@ -43,8 +43,18 @@ struct cuda_heads {
     float *y;
     int64_t h;
 };
+/* With store, the launch also writes the last tensor's heads (K, after its
+ * norm and RoPE) and store->v into positions pos[c] of one layer's caches,
+ * as cuda_kv_store does (the last tensor has h_kv heads). */
+struct cuda_kv_dest {
+    enum kv_type kt;
+    void *kl, *vl;     /* the layer's first byte */
+    const float *v;    /* [d, h_kv, nt] */
+    int64_t n_ctx;
+};
 int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base, int rope_style,
-                              const int32_t *pos, int64_t d, int64_t nt, void *stream, struct error *e);
+                              const int32_t *pos, int64_t d, int64_t nt, const struct cuda_kv_dest *store, void *stream,
+                              struct error *e);
 /* (quantize_q8_1.h quantizes an f32 activation for a matmul that did not get Q8_1 from its producer) */
 
 /* elementwise.cu */
@@ -58,8 +68,8 @@ int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream, struct er
 /* matmul.cu: for each matrix, y[c * n + r] = sum_i w[r][i] x[c][i]
  * (+ bias[r]) over nt columns, then the epilogue: ADD adds res[c * n + r]
  * (one matrix); PAIR (two matrices, gate and up) writes silu(gate) * up into
- * the gate's y, and, if q8_out, that product as Q8_1 blocks too (as does
- * GATED, the up half alone). The input
+ * the gate's y, and, if q8_out, that product as Q8_1 blocks too. Matrices
+ * of different types share the launch as well. The input
  * is read as Q8_1 (xq, k/32 blocks per column) by quantized matrices and as
  * f32 (xf) by F32/F16/BF16 ones. A column's result does not depend on how
  * many columns a launch has. */
@@ -67,7 +77,6 @@ enum cuda_epilogue {
     CUDA_EPI_NONE,
     CUDA_EPI_ADD,   /* + res (one matrix) */
     CUDA_EPI_PAIR,  /* two matrices, gate and up: silu(gate) * up into the gate's y */
-    CUDA_EPI_GATED, /* one matrix, the up, whose y holds the gate: silu(y) * up */
 };
 struct cuda_matrix {
     enum tensor_type t;
@@ -90,9 +99,11 @@ int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const flo
  * caches, into y [d*h, nt]. Split-K: positions are cut into chunks of
  * `chunk` (fixed for an engine, so results never depend on timing or on
  * the batch), each chunk's softmax partials go to scratch
- * (cuda_attention_scratch_floats), and a second kernel combines them in
- * chunk order; it also writes y as Q8_1 blocks into q8 when q8 is not NULL
- * (d a multiple of 32), for the matmul that reads it. */
+ * (cuda_attention_scratch_floats), and the last CTA of each head to finish
+ * combines them in chunk order, in the same launch; it also writes y as
+ * Q8_1 blocks into q8 when q8 is not NULL (d a multiple of 32), for the
+ * matmul that reads it. scratch must be all zero bits before its first use
+ * (its tickets: every launch leaves them so). */
 int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos, int64_t d,
                    int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, float *scratch, float *y,
                    void *q8, void *stream, struct error *e);

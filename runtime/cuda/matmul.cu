@@ -1,6 +1,6 @@
 /* matmul.cu: the matmul family on the GPU. One launch multiplies one input
  * by up to three matrices (Q, K and V share their input's read and its
- * quantization), or by a gate and an up matrix at once, writing
+ * quantization, whatever their types), or by a gate and an up matrix at once, writing
  * silu(gate) * up (and, on request, that product already as the Q8_1
  * blocks the next matmul reads). Quantized weights meet Q8_1 activations in
  * integer dot products per 32-element block (__dp4a, quant_dot.c's
@@ -75,12 +75,43 @@ __device__ static void row_sums(const uint8_t *wr, const struct mm_args &a, int6
     }
 }
 
-/* ROWS warps per CTA, one output row each, every matrix of the launch of
- * type T; grid.y: groups of NC columns. With Q8 (a SwiGLU product that the
+/* Matrices of several types in one launch (Q5_0 Q and K with a Q8_0 V):
+ * each warp dispatches on its own matrix's type, through the same row_sums
+ * as a launch of one type, so the bits are the same. */
+#define TYPE_MIXED (-1)
+
+template <int NC>
+__device__ static void row_sums_of(int type, const uint8_t *wr, const struct mm_args &a, int64_t c0, int nc, float sum[NC])
+{
+    switch (type) {
+    case TYPE_F32: row_sums<TYPE_F32, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_F16: row_sums<TYPE_F16, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_BF16: row_sums<TYPE_BF16, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q4_0: row_sums<TYPE_Q4_0, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q4_1: row_sums<TYPE_Q4_1, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q5_0: row_sums<TYPE_Q5_0, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q5_1: row_sums<TYPE_Q5_1, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q8_0: row_sums<TYPE_Q8_0, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q4_K: row_sums<TYPE_Q4_K, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q5_K: row_sums<TYPE_Q5_K, NC>(wr, a, c0, nc, sum); break;
+    case TYPE_Q6_K: row_sums<TYPE_Q6_K, NC>(wr, a, c0, nc, sum); break;
+    default: break;
+    }
+}
+
+/* ROWS warps per CTA, one output row each (a decode step's 32-warp CTAs are
+ * held to 32 registers a thread, so two fit an SM and a 4864-row SwiGLU
+ * pair runs in one wave), every matrix of the launch of
+ * type T (or each of its own, TYPE_MIXED); grid.y: groups of NC columns. With Q8 (a SwiGLU product that the
  * next matmul reads), ROWS is 32: the CTA's 32 products of a column are one
  * Q8_1 block. Every column is computed the same way whatever NC is. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define WIDE_CTAS_PER_SM 1 /* sm_89 holds 1536 threads an SM */
+#else
+#define WIDE_CTAS_PER_SM 2
+#endif
 template <int T, int ROWS, int NC, bool Q8>
-__global__ void __launch_bounds__(ROWS * 32) matmul_kernel(const struct mm_args a)
+__global__ void __launch_bounds__(ROWS * 32, ROWS == 32 && NC == 1 ? WIDE_CTAS_PER_SM : 1) matmul_kernel(const struct mm_args a)
 {
     __shared__ float outs[Q8 ? ROWS * NC : 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -91,15 +122,25 @@ __global__ void __launch_bounds__(ROWS * 32) matmul_kernel(const struct mm_args 
     while (mi < a.n_mat && r >= a.m[mi].n)
         r -= a.m[mi].n, mi++;
     const bool live = mi < a.n_mat;
+    if (live && blockIdx.y == 0) /* the weights are read-only: fetch them while the kernel before still runs */
+        for (int pair = 0; pair < (a.epi == CUDA_EPI_PAIR ? 2 : 1); pair++)
+            prefetch_l2(a.m[mi + pair].w + (size_t)r * a.m[mi + pair].row_bytes, a.m[mi + pair].row_bytes);
+    grid_begin();
     float v[NC];
     if (live) {
         const struct mm_mat &m = a.m[mi];
         float sum[NC], up[NC];
         for (int c = 0; c < NC; c++)
             sum[c] = up[c] = 0;
-        row_sums<T, NC>(m.w + (size_t)r * m.row_bytes, a, c0, nc, sum);
-        if (a.epi == CUDA_EPI_PAIR)
-            row_sums<T, NC>(a.m[1].w + (size_t)r * a.m[1].row_bytes, a, c0, nc, up);
+        if constexpr (T == TYPE_MIXED) {
+            row_sums_of<NC>(m.type, m.w + (size_t)r * m.row_bytes, a, c0, nc, sum);
+            if (a.epi == CUDA_EPI_PAIR)
+                row_sums_of<NC>(a.m[1].type, a.m[1].w + (size_t)r * a.m[1].row_bytes, a, c0, nc, up);
+        } else {
+            row_sums<T, NC>(m.w + (size_t)r * m.row_bytes, a, c0, nc, sum);
+            if (a.epi == CUDA_EPI_PAIR)
+                row_sums<T, NC>(a.m[1].w + (size_t)r * a.m[1].row_bytes, a, c0, nc, up);
+        }
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             if (c < nc) {
@@ -112,8 +153,6 @@ __global__ void __launch_bounds__(ROWS * 32) matmul_kernel(const struct mm_args 
                     x = __fadd_rn(x, a.res[at]);
                 if (a.epi == CUDA_EPI_PAIR)
                     x = __fmul_rn(silu(x), warp_sum(up[c]));
-                else if (a.epi == CUDA_EPI_GATED)
-                    x = __fmul_rn(silu(m.y[at]), x);
                 v[c] = x;
                 if (lane == 0)
                     m.y[at] = x;
@@ -135,37 +174,38 @@ __global__ void __launch_bounds__(ROWS * 32) matmul_kernel(const struct mm_args 
 /* One launch of type T over the rows of a.m: one column at a time for a
  * decode step (the fewest registers), else groups of eight. */
 template <int T>
-static void launch(const struct mm_args &a, int64_t rows, cudaStream_t s)
+static void launch_type_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     const bool q8 = a.q8_out != NULL;
     if (a.nt == 1) {
         if (q8)
-            matmul_kernel<T, 32, 1, true><<<dim3((unsigned)(rows / 32), 1), 32 * 32, 0, s>>>(a);
+            launch(matmul_kernel<T, 32, 1, true>, dim3((unsigned)(rows / 32), 1), 32 * 32, 0, s, a);
         else
-            matmul_kernel<T, 4, 1, false><<<dim3((unsigned)((rows + 3) / 4), 1), 4 * 32, 0, s>>>(a);
+            launch(matmul_kernel<T, 4, 1, false>, dim3((unsigned)((rows + 3) / 4), 1), 4 * 32, 0, s, a);
         return;
     }
     const unsigned groups = (unsigned)((a.nt + 7) / 8);
     if (q8)
-        matmul_kernel<T, 32, 8, true><<<dim3((unsigned)(rows / 32), groups), 32 * 32, 0, s>>>(a);
+        launch(matmul_kernel<T, 32, 8, true>, dim3((unsigned)(rows / 32), groups), 32 * 32, 0, s, a);
     else
-        matmul_kernel<T, 4, 8, false><<<dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s>>>(a);
+        launch(matmul_kernel<T, 4, 8, false>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
 }
 
 static void launch_type(int t, const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     switch (t) {
-    case TYPE_F32: launch<TYPE_F32>(a, rows, s); break;
-    case TYPE_F16: launch<TYPE_F16>(a, rows, s); break;
-    case TYPE_BF16: launch<TYPE_BF16>(a, rows, s); break;
-    case TYPE_Q4_0: launch<TYPE_Q4_0>(a, rows, s); break;
-    case TYPE_Q4_1: launch<TYPE_Q4_1>(a, rows, s); break;
-    case TYPE_Q5_0: launch<TYPE_Q5_0>(a, rows, s); break;
-    case TYPE_Q5_1: launch<TYPE_Q5_1>(a, rows, s); break;
-    case TYPE_Q8_0: launch<TYPE_Q8_0>(a, rows, s); break;
-    case TYPE_Q4_K: launch<TYPE_Q4_K>(a, rows, s); break;
-    case TYPE_Q5_K: launch<TYPE_Q5_K>(a, rows, s); break;
-    case TYPE_Q6_K: launch<TYPE_Q6_K>(a, rows, s); break;
+    case TYPE_F32: launch_type_t<TYPE_F32>(a, rows, s); break;
+    case TYPE_F16: launch_type_t<TYPE_F16>(a, rows, s); break;
+    case TYPE_BF16: launch_type_t<TYPE_BF16>(a, rows, s); break;
+    case TYPE_Q4_0: launch_type_t<TYPE_Q4_0>(a, rows, s); break;
+    case TYPE_Q4_1: launch_type_t<TYPE_Q4_1>(a, rows, s); break;
+    case TYPE_Q5_0: launch_type_t<TYPE_Q5_0>(a, rows, s); break;
+    case TYPE_Q5_1: launch_type_t<TYPE_Q5_1>(a, rows, s); break;
+    case TYPE_Q8_0: launch_type_t<TYPE_Q8_0>(a, rows, s); break;
+    case TYPE_Q4_K: launch_type_t<TYPE_Q4_K>(a, rows, s); break;
+    case TYPE_Q5_K: launch_type_t<TYPE_Q5_K>(a, rows, s); break;
+    case TYPE_Q6_K: launch_type_t<TYPE_Q6_K>(a, rows, s); break;
+    case TYPE_MIXED: launch_type_t<TYPE_MIXED>(a, rows, s); break;
     default: break;
     }
 }
@@ -177,7 +217,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     struct mm_args a;
     memset(&a, 0, sizeof a);
     if (n_mat < 1 || n_mat > 3 || (epi == CUDA_EPI_PAIR && n_mat != 2) ||
-        ((epi == CUDA_EPI_ADD || epi == CUDA_EPI_GATED) && (n_mat != 1 || (epi == CUDA_EPI_ADD && !res))))
+        (epi == CUDA_EPI_ADD && (n_mat != 1 || !res)))
         return fail(e, "matmul: %d matrices with epilogue %d", n_mat, (int)epi);
     for (int i = 0; i < n_mat; i++) {
         const struct type_info *ti = type_info(m[i].t);
@@ -193,18 +233,11 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     }
     if (epi == CUDA_EPI_PAIR && m[1].n != m[0].n)
         return fail(e, "matmul: a gate of %lld rows and an up of %lld", (long long)m[0].n, (long long)m[1].n);
-    if (q8_out && (m[0].n % 32 || (epi != CUDA_EPI_PAIR && epi != CUDA_EPI_GATED)))
+    if (q8_out && (m[0].n % 32 || epi != CUDA_EPI_PAIR))
         return fail(e, "matmul: a Q8_1 product needs a SwiGLU epilogue and rows in multiples of 32, not %lld",
                     (long long)m[0].n);
     if (nt > 65535 * 8)
         return fail(e, "matmul: %lld columns", (long long)nt);
-    if (epi == CUDA_EPI_PAIR && m[1].t != m[0].t) { /* a gate and an up of two types: the gate, then the gated up */
-        const struct cuda_matrix up = { m[1].t, m[1].w, m[1].n, NULL, m[0].y };
-        return cuda_matmul_multi(m, 1, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, stream, e) ||
-                       cuda_matmul_multi(&up, 1, k, xq, xf, nt, NULL, CUDA_EPI_GATED, q8_out, stream, e)
-                   ? -1
-                   : 0;
-    }
     a.xq = (const uint8_t *)xq;
     a.xf = xf;
     a.k = k;
@@ -213,28 +246,18 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     a.epi = epi;
     a.q8_out = (uint8_t *)q8_out;
     cudaStream_t s = (cudaStream_t)stream;
-    /* consecutive matrices of one type share a launch (Q, K, V of one type: one launch) */
-    for (int first = 0; first < (epi == CUDA_EPI_PAIR ? 1 : n_mat);) {
-        int last = first;
-        while (epi != CUDA_EPI_PAIR && last + 1 < n_mat && m[last + 1].t == m[first].t)
-            last++;
-        struct mm_args part = a;
-        int64_t rows = 0;
-        part.n_mat = last - first + 1;
-        for (int i = first; i <= last; i++) {
-            part.m[i - first] = a.m[i];
-            rows += a.m[i].n;
-        }
-        if (epi == CUDA_EPI_PAIR)
-            part.m[1] = a.m[1], part.n_mat = 1;
-        if (cuda_launch_begin("matmul_kernel", e))
-            return -1;
-        launch_type(a.m[first].type, part, rows, s);
-        if (cuda_launch_end("matmul_kernel", e))
-            return -1;
-        first = last + 1;
+    /* one launch: a pair (its rows are the gate's), or every matrix, of one type or mixed */
+    int64_t rows = 0;
+    int type = a.m[0].type;
+    for (int i = 0; i < n_mat; i++) {
+        rows += epi == CUDA_EPI_PAIR && i > 0 ? 0 : a.m[i].n;
+        type = a.m[i].type == type ? type : TYPE_MIXED;
     }
-    return 0;
+    a.n_mat = epi == CUDA_EPI_PAIR ? 1 : n_mat;
+    if (cuda_launch_begin("matmul_kernel", e))
+        return -1;
+    launch_type(type, a, rows, s);
+    return cuda_launch_end("matmul_kernel", e);
 }
 
 extern "C" int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt,

@@ -10,12 +10,11 @@
 #include "cuda/kernels.h"
 #include "graph_ops.h"
 
-#define NORM_THREADS 256
+#define NORM_VALS 8 /* values per thread: rows of up to 8192 */
 #define HEAD_THREADS 128
 
 /* The sum of v over the CTA's threads, in a fixed order: a butterfly in
- * each warp, then the warps' sums in order. */
-template <int THREADS>
+ * each warp, then the warps' sums in order (shared: one per warp). */
 __device__ static double block_sum(double v, double *shared)
 {
     for (int off = 16; off > 0; off >>= 1)
@@ -24,51 +23,73 @@ __device__ static double block_sum(double v, double *shared)
         shared[threadIdx.x / 32] = v;
     __syncthreads();
     double total = 0;
-    for (int w = 0; w < THREADS / 32; w++)
+    for (unsigned w = 0; w < blockDim.x / 32; w++)
         total += shared[w];
     __syncthreads();
     return total;
 }
 
-/* One CTA per column. */
-__global__ void rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float eps, int64_t d,
+/* One CTA per column, of whole warps (up to 1024 threads; how many depends
+ * on d alone). Thread t holds elements t + j * blockDim.x, x and w loaded
+ * once, up front, so the kernel waits on memory once: the sum of squares
+ * runs per thread in j order, then block_sum's fixed tree. For Q8_1 output
+ * (d a multiple of 32) the j-th values of a warp are one 32-element block. */
+__global__ void __launch_bounds__(1024) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float eps, int64_t d,
                                 float *__restrict__ y, uint8_t *__restrict__ q8)
 {
-    __shared__ double partial[NORM_THREADS / 32];
+    __shared__ double partial[32];
+    float xv[NORM_VALS], wv[NORM_VALS];
+#pragma unroll
+    for (int j = 0; j < NORM_VALS; j++) {
+        const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+        wv[j] = i < d ? w[i] : 0.0f; /* weights are read-only: before the wait */
+    }
+    grid_begin();
     const float *xc = x + (size_t)blockIdx.x * (size_t)d;
     double ss = 0;
-    for (int64_t i = threadIdx.x; i < d; i += NORM_THREADS)
-        ss += (double)xc[i] * xc[i];
-    ss = block_sum<NORM_THREADS>(ss, partial);
-    const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
-    if (!q8) {
-        float *yc = y + (size_t)blockIdx.x * (size_t)d;
-        for (int64_t i = threadIdx.x; i < d; i += NORM_THREADS)
-            yc[i] = __fmul_rn(__fmul_rn(xc[i], scale), w[i]);
-        return;
+#pragma unroll
+    for (int j = 0; j < NORM_VALS; j++) {
+        const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+        xv[j] = i < d ? xc[i] : 0.0f;
     }
-    /* warp k quantizes the 32-element blocks k, k + 8, ... of the column */
+#pragma unroll
+    for (int j = 0; j < NORM_VALS; j++)
+        if (threadIdx.x + (int64_t)j * blockDim.x < d)
+            ss += (double)xv[j] * xv[j];
+    ss = block_sum(ss, partial);
+    const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
+    float *yc = y + (size_t)blockIdx.x * (size_t)d;
     uint8_t *qc = q8 + (size_t)blockIdx.x * (size_t)(d / 32) * 36;
-    for (int64_t b = threadIdx.x / 32; b < d / 32; b += NORM_THREADS / 32) {
-        const int64_t i = b * 32 + threadIdx.x % 32;
-        q8_1_block(__fmul_rn(__fmul_rn(xc[i], scale), w[i]), qc + b * 36);
+#pragma unroll
+    for (int j = 0; j < NORM_VALS; j++) {
+        const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+        if (i < d) { /* for Q8_1, whole warps alike */
+            const float v = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
+            if (q8)
+                q8_1_block(v, qc + (i / 32) * 36);
+            else
+                yc[i] = v;
+        }
     }
 }
 
 extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, float *y, void *q8,
                              void *stream, struct error *e)
 {
-    if (d <= 0 || nt <= 0 || (q8 && d % 32))
-        return fail(e, "rms_norm: %lld columns of %lld%s", (long long)nt, (long long)d,
-                    q8 ? " (Q8_1 output needs a multiple of 32)" : "");
+    if (d <= 0 || d > 1024 * NORM_VALS || nt <= 0 || (q8 && d % 32))
+        return fail(e, "rms_norm: %lld columns of %lld (at most %d%s)", (long long)nt, (long long)d, 1024 * NORM_VALS,
+                    q8 ? "; Q8_1 output needs a multiple of 32" : "");
+    const unsigned threads = d >= 1024 ? 1024 : (unsigned)(d + 31) / 32 * 32;
     if (cuda_launch_begin("rms_norm_kernel", e))
         return -1;
-    rms_norm_kernel<<<(unsigned)nt, NORM_THREADS, 0, (cudaStream_t)stream>>>(x, w, eps, d, y, (uint8_t *)q8);
+    launch(rms_norm_kernel, (unsigned)nt, threads, 0, (cudaStream_t)stream, x, w, eps, d, y, (uint8_t *)q8);
     return cuda_launch_end("rms_norm_kernel", e);
 }
 
 /* One CTA per (head, column) of one or two tensors (Q's and K's heads in
- * one launch); the head's d values pass through shared memory. */
+ * one launch); the head's d values pass through shared memory. With a KV
+ * store (KT a kv_type, else -1), the last tensor's heads also go into the
+ * cache, and h_kv more CTAs store V's heads. */
 struct hnr_args {
     struct cuda_heads part[2];
     int n_part;
@@ -76,17 +97,30 @@ struct hnr_args {
     int style;
     const int32_t *pos;
     int64_t d;
+    struct cuda_kv_dest store;
+    size_t row_bytes; /* of a cached row */
 };
 
+template <int KT>
 __global__ void head_norm_rope_kernel(const struct hnr_args a)
 {
     extern __shared__ float v[];
     __shared__ double partial[HEAD_THREADS / 32];
+    grid_begin();
     int64_t head = blockIdx.x;
+    const int64_t d = a.d;
     const struct cuda_heads *p = &a.part[0];
     if (a.n_part > 1 && head >= p->h)
         head -= p->h, p = &a.part[1];
-    const int64_t d = a.d;
+    const struct cuda_heads *kp = &a.part[a.n_part - 1]; /* K, when storing */
+    if constexpr (KT >= 0) {
+        if (head >= p->h) { /* a V head: into the cache as it is */
+            head -= p->h;
+            const size_t at = ((size_t)head * (size_t)a.store.n_ctx + (size_t)a.pos[blockIdx.y]) * a.row_bytes;
+            kv_row_write<KT>((uint8_t *)a.store.vl + at, a.store.v + ((size_t)blockIdx.y * (size_t)kp->h + (size_t)head) * (size_t)d, d);
+            return;
+        }
+    }
     const size_t at = ((size_t)blockIdx.y * (size_t)p->h + (size_t)head) * (size_t)d;
     const float *xh = p->x + at;
     float *yh = p->y + at;
@@ -94,7 +128,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
         double ss = 0;
         for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
             ss += (double)xh[i] * xh[i];
-        ss = block_sum<HEAD_THREADS>(ss, partial);
+        ss = block_sum(ss, partial);
         const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), a.eps)));
         for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
             v[i] = __fmul_rn(__fmul_rn(xh[i], scale), p->w[i]);
@@ -106,41 +140,64 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     if (a.rope_base <= 0) {
         for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
             yh[i] = v[i];
-        return;
+    } else {
+        const double pos = (double)a.pos[blockIdx.y];
+        for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
+            const double theta = pos * pow((double)a.rope_base, -2.0 * (double)i / (double)d);
+            const float c = (float)cos(theta), s = (float)sin(theta);
+            const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
+            const float x0 = v[x0i], x1 = v[x1i];
+            /* each pair is read and written by one thread: v can take the result */
+            v[x0i] = yh[x0i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+            v[x1i] = yh[x1i] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+        }
     }
-    const double pos = (double)a.pos[blockIdx.y];
-    for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
-        const double theta = pos * pow((double)a.rope_base, -2.0 * (double)i / (double)d);
-        const float c = (float)cos(theta), s = (float)sin(theta);
-        const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
-        const float x0 = v[x0i], x1 = v[x1i];
-        yh[x0i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        yh[x1i] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    if constexpr (KT >= 0) {
+        if (p == kp) {
+            __syncthreads();
+            const size_t row = ((size_t)head * (size_t)a.store.n_ctx + (size_t)a.pos[blockIdx.y]) * a.row_bytes;
+            kv_row_write<KT>((uint8_t *)a.store.kl + row, v, d);
+        }
     }
 }
 
 extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base,
-                                         int rope_style, const int32_t *pos, int64_t d, int64_t nt, void *stream,
-                                         struct error *e)
+                                         int rope_style, const int32_t *pos, int64_t d, int64_t nt,
+                                         const struct cuda_kv_dest *store, void *stream, struct error *e)
 {
     struct hnr_args a;
     memset(&a, 0, sizeof a);
     int64_t heads = 0;
-    for (int k = 0; k < n_part; k++)
+    for (int k = 0; k < n_part && k < 2; k++)
         a.part[k] = parts[k], heads += parts[k].h;
-    if (n_part < 1 || n_part > 2 || d <= 0 || d % 2 || d > 4096 || nt <= 0 || (rope_base > 0 && !pos))
-        return fail(e, "head_norm_rope: %d tensors of %lld heads of %lld (an even size up to 4096), %lld columns", n_part,
-                    (long long)heads, (long long)d, (long long)nt);
+    if (n_part < 1 || n_part > 2 || d <= 0 || d % 2 || d > 4096 || nt <= 0 || (rope_base > 0 && !pos) ||
+        (store && (!pos || (store->kt == KV_Q8_0 && d % 32))))
+        return fail(e, "head_norm_rope: %d tensors of %lld heads of %lld (an even size up to 4096%s), %lld columns",
+                    n_part, (long long)heads, (long long)d, store && store->kt == KV_Q8_0 ? ", a multiple of 32 for a Q8_0 cache" : "",
+                    (long long)nt);
     a.n_part = n_part;
     a.eps = eps;
     a.rope_base = rope_base;
     a.style = rope_style;
     a.pos = pos;
     a.d = d;
+    if (store) {
+        a.store = *store;
+        a.row_bytes = kv_row_bytes(store->kt, d);
+    }
+    const dim3 grid((unsigned)(heads + (store ? parts[n_part - 1].h : 0)), (unsigned)nt);
+    const size_t smem = (size_t)d * sizeof(float);
+    cudaStream_t s = (cudaStream_t)stream;
     if (cuda_launch_begin("head_norm_rope_kernel", e))
         return -1;
-    head_norm_rope_kernel<<<dim3((unsigned)heads, (unsigned)nt), HEAD_THREADS, (size_t)d * sizeof(float),
-                            (cudaStream_t)stream>>>(a);
+    if (!store)
+        launch(head_norm_rope_kernel<-1>, grid, HEAD_THREADS, smem, s, a);
+    else if (store->kt == KV_F32)
+        launch(head_norm_rope_kernel<KV_F32>, grid, HEAD_THREADS, smem, s, a);
+    else if (store->kt == KV_F16)
+        launch(head_norm_rope_kernel<KV_F16>, grid, HEAD_THREADS, smem, s, a);
+    else
+        launch(head_norm_rope_kernel<KV_Q8_0>, grid, HEAD_THREADS, smem, s, a);
     return cuda_launch_end("head_norm_rope_kernel", e);
 }
 
@@ -149,5 +206,5 @@ extern "C" int cuda_head_norm_rope(const float *x, const float *w, float eps, fl
                                    struct error *e)
 {
     const struct cuda_heads part = { x, w, y, h };
-    return cuda_head_norm_rope_parts(&part, 1, eps, rope_base, rope_style, pos, d, nt, stream, e);
+    return cuda_head_norm_rope_parts(&part, 1, eps, rope_base, rope_style, pos, d, nt, NULL, stream, e);
 }

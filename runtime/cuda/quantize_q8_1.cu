@@ -10,6 +10,7 @@
 
 __global__ void quantize_q8_1_kernel(const float *__restrict__ x, uint8_t *__restrict__ y, int64_t n_blocks)
 {
+    grid_begin();
     const int64_t block = (int64_t)blockIdx.x * WARPS_PER_CTA + threadIdx.x / 32;
     if (block < n_blocks)
         q8_1_block(x[block * 32 + threadIdx.x % 32], y + block * 36);
@@ -25,7 +26,7 @@ extern "C" int cuda_quantize_q8_1(const float *x, void *y, int64_t n, void *stre
         return fail(e, "quantize_q8_1: length %lld needs more than 2^31 thread blocks", (long long)n);
     if (cuda_launch_begin("quantize_q8_1_kernel", e))
         return -1;
-    quantize_q8_1_kernel<<<(unsigned)ctas, WARPS_PER_CTA * 32, 0, (cudaStream_t)stream>>>(x, (uint8_t *)y,
+    launch(quantize_q8_1_kernel, (unsigned)ctas, WARPS_PER_CTA * 32, 0, (cudaStream_t)stream, x, (uint8_t *)y,
                                                                                            n_blocks);
     return cuda_launch_end("quantize_q8_1_kernel", e);
 }

@@ -2,9 +2,10 @@
  * of model widths. Bit-equal where the arithmetic is the CPU's own (the
  * embedding decoders, the KV store, the Q8_1 norm output against the CPU's
  * quantizer); within a stated tolerance, with the measured error printed,
- * where the order of a sum differs (the matmul's per-block integer sums are
- * exact, its float accumulation across blocks is a tree). A batch of
- * columns gives each column's single-column bits. */
+ * where the arithmetic is float in another order (float weights, norms,
+ * attention). The quantized matmul is bit-equal to quant_dot.c's block terms
+ * (integer code sums, scales in its order) added in the kernel's fixed order.
+ * A batch of columns gives each column's single-column bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,26 @@ static float *randoms(int64_t n, float sd)
 
 static double silu_d(double v) { return v / (1 + exp(-v)); }
 
+/* The matmul kernel's fixed order over a row's block terms: lane l adds
+ * blocks l, l + 32, ... to 0, then the 32 lanes meet in a butterfly (xor
+ * 16, 8, 4, 2, 1). */
+static float kernel_order_sum(const float *terms, int64_t blocks)
+{
+    float lane[32];
+    for (int l = 0; l < 32; l++) {
+        lane[l] = 0;
+        for (int64_t j = l; j < blocks; j += 32)
+            lane[l] += terms[j];
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        float next[32];
+        for (int l = 0; l < 32; l++)
+            next[l] = lane[l] + lane[l ^ off];
+        memcpy(lane, next, sizeof lane);
+    }
+    return lane[0];
+}
+
 /* One type and shape: nt columns at once against the reference, and each
  * column alone against the batch, bit for bit; with a bias and a residual,
  * and as the up half of SwiGLU. */
@@ -70,6 +91,7 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     void *dw = up(wq, wbytes), *dxf = up(x, (size_t)(k * nt) * 4), *dxq = up(NULL, xq_col * (size_t)nt);
     float *db = up(bias, (size_t)n * 4), *dr = up(res, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
     float *got = malloc((size_t)(n * nt) * 4), *one = malloc((size_t)n * 4), *sw = malloc((size_t)(n * nt) * 4);
+    float *terms = malloc((size_t)(k / 32) * sizeof *terms);
     bool ok = CHECK(cuda_quantize_q8_1(dxf, dxq, k * nt, NULL, &e) == 0, "%s", e.msg);
     const void *dx = q8 ? dxq : dxf;
     ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, nt, db, dr, CUDA_EPI_ADD, dy, NULL, &e) == 0, "%s", e.msg);
@@ -77,22 +99,21 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
         down(got, dy, (size_t)(n * nt) * 4);
     for (int64_t c = 0; ok && c < nt; c++) {
         for (int64_t r = 0; r < n && ok; r++) {
-            double ref = 0, scale = 1;
-            if (q8) {
-                float dot;
-                dot_q8_1(t, wq + (size_t)r * row_bytes, xq + (size_t)c * xq_col, k, &dot);
-                ref = dot;
-                scale += fabs(ref);
-            } else {
-                for (int64_t i = 0; i < k; i++)
-                    ref += (double)wd[r * k + i] * x[c * k + i], scale += fabs((double)wd[r * k + i] * x[c * k + i]);
+            const float g = got[c * n + r];
+            if (q8) { /* integer block sums: the reference's terms in the kernel's order give the same bits */
+                dot_q8_1_terms(t, wq + (size_t)r * row_bytes, xq + (size_t)c * xq_col, k, terms);
+                const float want = kernel_order_sum(terms, k / 32) + bias[r] + res[c * n + r];
+                ok = CHECK(memcmp(&g, &want, sizeof g) == 0, "%s k=%lld column %lld row %lld: gpu %.9g, quant_dot.c's "
+                           "terms %.9g", type_name(t), (long long)k, (long long)c, (long long)r, (double)g, (double)want);
+                continue;
             }
-            ref += bias[r] + res[c * n + r];
-            double err = fabs(got[c * n + r] - ref) / scale;
+            double ref = bias[r] + res[c * n + r], scale = 0;
+            for (int64_t i = 0; i < k; i++)
+                ref += (double)wd[r * k + i] * x[c * k + i], scale += fabs((double)wd[r * k + i] * x[c * k + i]);
+            double err = fabs(g - ref) / scale;
             *worst = err > *worst ? err : *worst;
-            /* a quantized row is a float sum of up to 128 block terms in another order than the reference's */
-            ok = CHECK(err <= (q8 ? 1e-4 : 1e-5), "%s k=%lld column %lld row %lld: gpu %g, reference %g", type_name(t), (long long)k,
-                       (long long)c, (long long)r, (double)got[c * n + r], ref);
+            ok = CHECK(err <= 1e-5, "%s k=%lld column %lld row %lld: gpu %g, reference %g", type_name(t), (long long)k,
+                       (long long)c, (long long)r, (double)g, ref);
         }
         /* the column alone: the same bits */
         const void *xc = q8 ? (const void *)((const uint8_t *)dxq + (size_t)c * xq_col) : (const void *)((const float *)dxf + c * k);
@@ -135,12 +156,12 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     free(pq8), free(want_q8);
     cuda_free(dw), cuda_free(dxf), cuda_free(dxq), cuda_free(db), cuda_free(dr), cuda_free(dy);
     free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(wd), free(got), free(one), free(sw);
-    free(plain);
+    free(plain), free(terms);
     return ok;
 }
 
-/* A SwiGLU pair whose gate and up are of two types (two launches: the gate,
- * then the up gated by it): silu(gate) * up, and its Q8_1 blocks. */
+/* A SwiGLU pair whose gate and up are of two types (one launch, each warp
+ * reading its own matrix's type): silu(gate) * up, and its Q8_1 blocks. */
 static bool mixed_pair(void)
 {
     struct error e;
@@ -178,6 +199,52 @@ static bool mixed_pair(void)
     return ok;
 }
 
+/* Q, K and V of three types with biases in one launch (Qwen2.5-0.5B's
+ * Q4_K_M mix: Q5_0 Q and K, Q8_0 or Q6_K V): each matrix's bits are those
+ * of its own launch. */
+static bool mixed_qkv(void)
+{
+    struct error e;
+    const int64_t k = 1024, nt = 2;
+    const enum tensor_type types[3] = { TYPE_Q5_0, TYPE_Q6_K, TYPE_F16 };
+    const int64_t rows[3] = { 96, 32, 64 };
+    float *x = randoms(k * nt, 1);
+    uint8_t *xq = malloc((size_t)(k / 32) * 36 * nt);
+    for (int64_t c = 0; c < nt; c++)
+        quant_q8_1(x + c * k, xq + (size_t)c * (k / 32) * 36, k);
+    void *dxq = up(xq, (size_t)(k / 32) * 36 * nt), *dxf = up(x, (size_t)(k * nt) * 4), *dw[3];
+    float *db[3], *dy[3], *dalone = up(NULL, (size_t)(96 * nt) * 4);
+    struct cuda_matrix m[3];
+    for (int i = 0; i < 3; i++) {
+        size_t wb = type_bytes(types[i], (uint64_t)(k * rows[i]));
+        float *wf = randoms(k * rows[i], 0.02f), *b = randoms(rows[i], 0.1f);
+        uint8_t *wq = malloc(wb);
+        quantize_row(types[i], wf, wq, k * rows[i]);
+        dw[i] = up(wq, wb), db[i] = up(b, (size_t)rows[i] * 4), dy[i] = up(NULL, (size_t)(rows[i] * nt) * 4);
+        m[i] = (struct cuda_matrix){ types[i], dw[i], rows[i], db[i], dy[i] };
+        free(wf), free(b), free(wq);
+    }
+    bool ok = CHECK(cuda_matmul_multi(m, 3, k, dxq, dxf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < 3 && ok; i++) {
+        size_t bytes = (size_t)(rows[i] * nt) * 4;
+        float *together = malloc(bytes), *alone = malloc(bytes);
+        bool q8 = cuda_matmul_takes_q8(types[i]);
+        ok = CHECK(cuda_matmul(types[i], dw[i], k, rows[i], q8 ? dxq : dxf, nt, db[i], NULL, CUDA_EPI_NONE, dalone, NULL,
+                               &e) == 0, "%s", e.msg);
+        if (ok) {
+            down(together, dy[i], bytes), down(alone, dalone, bytes);
+            ok = CHECK(memcmp(together, alone, bytes) == 0, "mixed QKV: the %s matrix differs from its own launch",
+                       type_name(types[i]));
+        }
+        free(together), free(alone);
+    }
+    for (int i = 0; i < 3; i++)
+        cuda_free(dw[i]), cuda_free(db[i]), cuda_free(dy[i]);
+    cuda_free(dxq), cuda_free(dxf), cuda_free(dalone);
+    free(x), free(xq);
+    return ok;
+}
+
 void test_kernels_matmul(void)
 {
     static const enum tensor_type types[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0, TYPE_Q4_K,
@@ -193,10 +260,12 @@ void test_kernels_matmul(void)
             if (!matmul_case(t, k, n, nts[s], &worst))
                 return;
         }
-        printf("    %-5s worst error %.2e (relative to 1 + |reference| for Q8_1 types, bound 1e-4; to the sum of |terms| "
-               "for float weights, bound 1e-5)\n", type_name(t), worst);
+        if (cuda_matmul_takes_q8(t))
+            printf("    %-5s bit-equal to quant_dot.c's block terms added in the kernel's order\n", type_name(t));
+        else
+            printf("    %-5s worst error %.2e of the sum of |terms| (bound 1e-5)\n", type_name(t), worst);
     }
-    if (!mixed_pair())
+    if (!mixed_pair() || !mixed_qkv())
         return;
     struct error e;
     CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
@@ -340,10 +409,12 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     float *dq = up(q, (size_t)(d * h * nq) * 4), *dy = up(NULL, (size_t)(d * h * nq) * 4);
     int32_t *dfpos = up(fpos, (size_t)n_fill * 4), *dqpos = up(qpos, sizeof qpos);
     int64_t chunk = cuda_attention_chunk(n_ctx);
-    float *scratch = up(NULL, cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4);
+    float *scratch = up(NULL, cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4); /* zeroed below */
     uint8_t *kbytes = malloc(half), *vbytes = malloc(half);
     float *y = malloc((size_t)(d * h * nq) * 4), *one = malloc((size_t)(d * h) * 4);
+    size_t scratch_bytes = cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4;
     cuda_memset_async(dk, 0, half, NULL, &e), cuda_memset_async(dv, 0, half, NULL, &e);
+    cuda_memset_async(scratch, 0, scratch_bytes, NULL, &e);
     bool ok = CHECK(cuda_kv_store(kt, dk, dv, dkin, dvin, dfpos, d, h_kv, n_fill, n_ctx, NULL, &e) == 0, "%s", e.msg);
     if (ok) {
         down(kbytes, dk, half);
@@ -414,11 +485,52 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     return ok;
 }
 
+/* Q's and K's norm and RoPE with the KV store folded into the launch: the
+ * same bits in Q, K and both caches as the three steps apart. */
+static bool folded_kv_store(enum kv_type kt)
+{
+    struct error e;
+    const int64_t d = 128, h = 8, h_kv = 2, nt = 3, n_ctx = 64;
+    const int32_t pos[3] = { 5, 6, 63 };
+    size_t qb = (size_t)(d * h * nt) * 4, kb = (size_t)(d * h_kv * nt) * 4;
+    size_t cache = (size_t)h_kv * (size_t)n_ctx * kv_row_bytes(kt, d);
+    float *q = randoms(d * h * nt, 1), *k = randoms(d * h_kv * nt, 1), *v = randoms(d * h_kv * nt, 1);
+    float *qw = randoms(d, 0.2f), *kw = randoms(d, 0.2f);
+    float *dq = up(q, qb), *dk = up(k, kb), *dv = up(v, kb), *dqw = up(qw, (size_t)d * 4), *dkw = up(kw, (size_t)d * 4);
+    float *yq[2] = { up(NULL, qb), up(NULL, qb) }, *yk[2] = { up(NULL, kb), up(NULL, kb) };
+    void *kc[2] = { up(NULL, cache), up(NULL, cache) }, *vc[2] = { up(NULL, cache), up(NULL, cache) };
+    int32_t *dpos = up(pos, sizeof pos);
+    bool ok = true;
+    for (int way = 0; way < 2 && ok; way++) { /* 0: three steps, 1: one launch */
+        const struct cuda_heads parts[2] = { { dq, dqw, yq[way], h }, { dk, dkw, yk[way], h_kv } };
+        const struct cuda_kv_dest store = { kt, kc[way], vc[way], dv, n_ctx };
+        cuda_memset_async(kc[way], 0, cache, NULL, &e), cuda_memset_async(vc[way], 0, cache, NULL, &e);
+        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, ROPE_NEOX, dpos, d, nt, way ? &store : NULL, NULL, &e) == 0 &&
+                       (way || cuda_kv_store(kt, kc[0], vc[0], yk[0], dv, dpos, d, h_kv, nt, n_ctx, NULL, &e) == 0),
+                   "%s", e.msg);
+    }
+    uint8_t *a = malloc(cache > qb ? cache : qb), *b = malloc(cache > qb ? cache : qb);
+    const struct { void *x, *y; size_t n; const char *what; } same[4] = {
+        { yq[0], yq[1], qb, "Q" }, { yk[0], yk[1], kb, "K" }, { kc[0], kc[1], cache, "the K cache" }, { vc[0], vc[1], cache, "the V cache" }
+    };
+    for (int i = 0; i < 4 && ok; i++) {
+        down(a, same[i].x, same[i].n), down(b, same[i].y, same[i].n);
+        ok = CHECK(memcmp(a, b, same[i].n) == 0, "%s cache: %s differs when the store is folded into the RoPE launch",
+                   kv_type_name(kt), same[i].what);
+    }
+    for (int i = 0; i < 2; i++)
+        cuda_free(yq[i]), cuda_free(yk[i]), cuda_free(kc[i]), cuda_free(vc[i]);
+    cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dqw), cuda_free(dkw), cuda_free(dpos);
+    free(q), free(k), free(v), free(qw), free(kw), free(a), free(b);
+    return ok;
+}
+
 void test_kernels_attention(void)
 {
     if (attention_case(KV_F32, 64, 8, 2, 300) && attention_case(KV_F16, 128, 8, 2, 300) &&
-        attention_case(KV_Q8_0, 128, 4, 4, 4096))
-        attention_case(KV_F16, 64, 14, 2, 32768);
+        attention_case(KV_Q8_0, 128, 4, 4, 4096) && attention_case(KV_F16, 64, 14, 2, 32768))
+        for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++)
+            printf("    %s: the KV store folded into the RoPE launch gives the same bits\n", kv_type_name((enum kv_type)kt));
 }
 
 /* ---- elementwise ops and argmax ---- */
