@@ -379,7 +379,12 @@ Test(bench, prints_a_table_and_json, .timeout = 120)
     char *j = stdout_of("%s bench -m %s -p 16 -n 8 -r 2 --json | python3 -c \"import json,sys; d=json.load(sys.stdin); "
                         "print([r['test'] for r in d], all(r['tokens_per_second'] > 0 for r in d))\"", minfer_bin(), m);
     cr_assert_str_eq(j, "['pp16', 'tg8'] True\n");
-    free(t), free(j);
+    /* after a context of -d tokens, named as llama-bench names it; a -c too short for it is an error */
+    char *d = stdout_of("%s bench -m %s -p 4 -n 4 -d 24 -r 1 2>&1", minfer_bin(), m);
+    cr_assert(strstr(d, "| pp4 @ d24 |") && strstr(d, "| tg4 @ d24 |"), "%s", d);
+    char *over = stdout_of("%s bench -m %s -p 0 -n 4 -d 24 -r 1 -c 16 2>&1; echo rc=$?", minfer_bin(), m);
+    cr_assert(strstr(over, "rc=1") && strstr(over, "minfer: bench:"), "%s", over);
+    free(t), free(j), free(d), free(over);
 }
 
 Test(tokenize, ids_and_pieces_as_llama_tokenize_prints_them)
@@ -493,6 +498,7 @@ Test(run, bad_flags_and_files_give_one_line)
         { "run -m %s -p hi --frobnicate", "minfer: run: unknown option '--frobnicate' (try minfer run --help)\n" },
         { "run -m %s -p hi --chat-template chatml", "minfer: run: unknown option '--chat-template' (try minfer run --help)\n" },
         { "bench -m %s -r 0", "minfer: bench: -r wants a number in [1, 1000], got '0'\n" },
+        { "bench -m %s -d -1", "minfer: bench: -d wants a number in [0, 4194304], got '-1'\n" },
         { "chat -m %s --chat-template vicuna", "minfer: chat: %s: unknown chat format 'vicuna' (minfer has chatml and llama3)\n" },
         { "tokenize -m %s", "minfer: tokenize: give the text with -p TEXT or -f FILE (one of them)\n" },
         { "perplexity -m %s -p hi", "minfer: perplexity: the text comes from -f FILE\n" },

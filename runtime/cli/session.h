@@ -24,6 +24,7 @@ struct session_options {
     bool json;               /* bench --json */
     const char *logits_out;  /* run --logits-out FILE: the last logits, raw float32 */
     int64_t bench_pp, bench_tg, bench_reps;
+    int64_t bench_depth; /* bench -d: tokens in the cache before each measurement */
     int64_t n_chunks;        /* perplexity --chunks: at most this many windows (-1: all) */
 };
 
