@@ -121,7 +121,8 @@ local libs = { "-lm", "-pthread" }
 local nvccflags = {}
 if nvcc then
   table.insert(cflags, "-DMINFER_CUDA=1")
-  nvccflags = { "-O3", "-lineinfo", "-std=c++17", "-Iruntime", "-Xcompiler=-Wall,-Wextra,-Werror", "-Werror=all-warnings" }
+  nvccflags = { "-O3", "-lineinfo", "-std=c++17", "-Iruntime", "-Xcompiler=-Wall,-Wextra,-Werror", "-Werror=all-warnings",
+                "-Xfatbin=-compress-all" }
   for a in opts.cuda_arch:gmatch("%d+") do
     table.insert(nvccflags, "-gencode=arch=compute_" .. a .. ",code=sm_" .. a)
   end
@@ -171,14 +172,14 @@ edge(("build %s/obj/runtime/cli/main.o: cc %s/runtime/cli/main.c"):format(B, S))
 -- Generated code: one folder per architecture (and per specialized model),
 -- plus a registry naming the ones a binary contains.
 local templates = {}
-for _, t in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c", "registry.c" }) do
+for _, t in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c", "kernels.cu", "registry.c" }) do
   table.insert(templates, S .. "/templates/" .. t .. ".tmpl")
 end
 local tdeps = table.concat(templates, " ")
 local function gen_arch(arch, prefix, specialize, flags)
   local dir = "generated/" .. prefix
   local outs = {}
-  for _, f in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c" }) do table.insert(outs, dir .. "/" .. f) end
+  for _, f in ipairs({ "arch.h", "model.c", "graph.c", "kernels_cpu.c", "kernels.cu" }) do table.insert(outs, dir .. "/" .. f) end
   -- a specialized build finds its description itself (archs/<general.architecture>.lua)
   local inputs = {}
   for _, a in ipairs(arch and { arch } or archs) do table.insert(inputs, S .. "/archs/" .. a .. ".lua") end
@@ -189,6 +190,11 @@ local function gen_arch(arch, prefix, specialize, flags)
   for _, f in ipairs({ "model", "graph", "kernels_cpu" }) do
     local o = ("obj/generated/%s/%s.o"):format(prefix, f)
     edge(("build %s: cc %s/%s.c || %s/arch.h"):format(o, dir, f, dir))
+    table.insert(objs, o)
+  end
+  if nvcc then
+    local o = ("obj/generated/%s/kernels.o"):format(prefix)
+    edge(("build %s: nvcc %s/kernels.cu"):format(o, dir))
     table.insert(objs, o)
   end
   return objs
@@ -272,6 +278,8 @@ if nvcc then
     edge(("build %s/obj/tests/cuda/%s.o: cc %s/tests/cuda/%s.c"):format(B, f, S, f))
     table.insert(cuda_test_objs, B .. "/obj/tests/cuda/" .. f .. ".o")
   end
+  -- and the per-model build's decode matmuls, to check them against the generic kernel
+  table.insert(cuda_test_objs, "obj/generated/qwen2_5_0_5b/kernels.o")
   edge(("build %s/minfer-cuda-tests: link %s %s %s/libminfer.a"):format(B, table.concat(cuda_test_objs, " "), generic, B))
   table.insert(defaults, B .. "/minfer-cuda-tests")
   edge(("build %s/obj/tools/gpu_bench.o: cc %s/tools/gpu_bench.c"):format(B, S))

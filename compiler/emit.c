@@ -346,7 +346,7 @@ static int add_graph(const struct ir *ir, const struct plan *p, const struct nam
     return 0;
 }
 
-/* ---- kernels_cpu.c ---- */
+/* ---- kernels_cpu.c and kernels.cu ---- */
 
 static int64_t fixed_value(const struct ir *ir, const struct expr *x)
 {
@@ -359,8 +359,9 @@ static int64_t fixed_value(const struct ir *ir, const struct expr *x)
     return expr_eval(x, values, known, &v) == 0 ? v : 0;
 }
 
-/* The CPU's instantiations: one (op, k, n) entry per matmul-family node
- * whose row length the build fixes, and one dot product per length. */
+/* The kernel instantiations (the CPU's and the GPU's): one (op, k, n)
+ * entry per matmul-family node whose row length the build fixes, and one
+ * instantiation per length. */
 static void add_cpu_kernels(const struct ir *ir, struct tscope *root)
 {
     struct kernel { int op; int64_t k, n; } seen[IR_MAX_NODES];
@@ -425,7 +426,8 @@ int emit_arch(const struct ir *ir, const struct plan *plan, const char *prefix, 
         rc = render_to(templates, "arch.h.tmpl", root, outdir, "arch.h", prefix, e) ||
              render_to(templates, "model.c.tmpl", root, outdir, "model.c", prefix, e) ||
              render_to(templates, "graph.c.tmpl", root, outdir, "graph.c", prefix, e) ||
-             render_to(templates, "kernels_cpu.c.tmpl", root, outdir, "kernels_cpu.c", prefix, e);
+             render_to(templates, "kernels_cpu.c.tmpl", root, outdir, "kernels_cpu.c", prefix, e) ||
+             render_to(templates, "kernels.cu.tmpl", root, outdir, "kernels.cu", prefix, e);
     tscope_free(root);
     return rc ? -1 : 0;
 }

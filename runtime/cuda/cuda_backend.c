@@ -37,6 +37,7 @@ struct cuda_state {
     size_t kv_layer_bytes;
     int64_t n_ctx, n_head_kv, head_dim, chunk;
     void **dev;           /* the device copy of each model weight (m->w order); 1-D ones as f32 */
+    const struct cuda_kernel *special; /* a per-model build's decode matmuls, or NULL */
     /* Q8_1 activations outside the arena: [0] a matmul's input quantized when
      * its producer gave f32; [1] written by a producer (attention, the
      * SwiGLU pair) for the matmul right after it, whose node q8_of is */
@@ -193,6 +194,9 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
         return fail(e, "out of memory");
     *state = s;
     s->m = m;
+    for (int t = 0; t < cuda_kernel_table_count; t++)
+        if (strcmp(cuda_kernel_tables[t].arch, m->arch->name) == 0 && cuda_kernel_tables[t].kernels[0].matmul)
+            s->special = cuda_kernel_tables[t].kernels;
     s->graphs = z->graphs;
     s->kv_type = z->kv_type;
     s->n_ctx = z->n_ctx;
@@ -280,17 +284,17 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     case OP_MATMUL: case OP_MATMUL_ADD: {
         const struct cuda_matrix m[1] = { MAT(w[0], n->p.bias[0], y) };
         return cuda_matmul_multi(m, 1, k, xq, xf, nt, n->op == OP_MATMUL_ADD ? (const float *)data(s, g, n->src[1]) : NULL,
-                                 n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, s->stream, e);
+                                 n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, s->special, s->stream, e);
     }
     case OP_MATMUL_QKV: {
         const struct cuda_matrix m[3] = { MAT(w[0], n->p.bias[0], y), MAT(w[1], n->p.bias[1], (float *)data(s, g, n->part[0])),
                                           MAT(w[2], n->p.bias[2], (float *)data(s, g, n->part[1])) };
-        return cuda_matmul_multi(m, 3, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, s->stream, e);
+        return cuda_matmul_multi(m, 3, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, s->special, s->stream, e);
     }
     case OP_FFN_SWIGLU: {
         const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
         bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1];
-        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, CUDA_EPI_PAIR, q8 ? s->q8[1] : NULL, s->stream, e))
+        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, CUDA_EPI_PAIR, q8 ? s->q8[1] : NULL, s->special, s->stream, e))
             return -1;
         s->q8_of = q8 ? i : -1;
         return 0;

@@ -85,8 +85,30 @@ struct cuda_matrix {
     const float *bias;  /* n, or NULL */
     float *y;           /* n per column */
 };
+/* A per-model build's decode matmuls (generated kernels.cu): the kernel
+ * with the model's row lengths fixed at compile time, one entry per
+ * (op, k, n) the graph has, up to an entry whose matmul is NULL. The bits
+ * are the generic kernel's (tests/cuda). */
+struct mm_args; /* matmul_kernel.cuh */
+typedef void (*cuda_matmul_fn)(int type, const struct mm_args *a, int64_t rows, void *stream);
+struct cuda_kernel {
+    int op;
+    int64_t k, n;
+    cuda_matmul_fn matmul;
+};
+/* Each compiled architecture's table, listed by the generated registry. */
+struct cuda_kernel_table {
+    const char *arch; /* arch_def.name */
+    const struct cuda_kernel *kernels;
+};
+extern const struct cuda_kernel_table cuda_kernel_tables[];
+extern const int cuda_kernel_table_count;
+
+/* special: a table whose entry for row length k runs a decode step (nt 1),
+ * or NULL for the generic kernel throughout. */
 int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
-                      const float *res, enum cuda_epilogue epi, void *q8_out, void *stream, struct error *e);
+                      const float *res, enum cuda_epilogue epi, void *q8_out, const struct cuda_kernel *special,
+                      void *stream, struct error *e);
 /* One matrix: x as its type reads it. */
 int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt, const float *bias,
                 const float *res, enum cuda_epilogue epi, float *y, void *stream, struct error *e);

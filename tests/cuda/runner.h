@@ -22,6 +22,7 @@ static inline float normal(void) { return rng_normal(&test_rng); }
 
 /* The tests, by file. */
 void test_kernels_matmul(void);
+void test_kernels_specialized_matmul(void);
 void test_kernels_embed(void);
 void test_kernels_norms(void);
 void test_kernels_attention(void);

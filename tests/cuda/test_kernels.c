@@ -134,7 +134,7 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     if (ok) {
         down(plain, dy, (size_t)(n * nt) * 4);
         ok = CHECK(cuda_matmul_multi(pair, 2, k, q8 ? dxq : NULL, q8 ? NULL : (const float *)dxf, nt, NULL,
-                                     CUDA_EPI_PAIR, n % 32 ? NULL : dq8, NULL, &e) == 0,
+                                     CUDA_EPI_PAIR, n % 32 ? NULL : dq8, NULL, NULL, &e) == 0,
                    "%s", e.msg);
     }
     if (ok) {
@@ -180,7 +180,7 @@ static bool mixed_pair(void)
     const struct cuda_matrix pair[2] = { { tg, dg, n, NULL, dy }, { tu, du, n, NULL, NULL } };
     bool ok = CHECK(cuda_matmul(tg, dg, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dgate, NULL, &e) == 0 &&
                         cuda_matmul(tu, du, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dup, NULL, &e) == 0 &&
-                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, CUDA_EPI_PAIR, dq, NULL, &e) == 0,
+                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, CUDA_EPI_PAIR, dq, NULL, NULL, &e) == 0,
                     "%s", e.msg);
     if (ok) {
         down(gate, dgate, (size_t)(n * nt) * 4), down(upv, dup, (size_t)(n * nt) * 4), down(y, dy, (size_t)(n * nt) * 4);
@@ -224,7 +224,7 @@ static bool mixed_qkv(void)
         m[i] = (struct cuda_matrix){ types[i], dw[i], rows[i], db[i], dy[i] };
         free(wf), free(b), free(wq);
     }
-    bool ok = CHECK(cuda_matmul_multi(m, 3, k, dxq, dxf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == 0, "%s", e.msg);
+    bool ok = CHECK(cuda_matmul_multi(m, 3, k, dxq, dxf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
     for (int i = 0; i < 3 && ok; i++) {
         size_t bytes = (size_t)(rows[i] * nt) * 4;
         float *together = malloc(bytes), *alone = malloc(bytes);
@@ -243,6 +243,71 @@ static bool mixed_qkv(void)
     cuda_free(dxq), cuda_free(dxf), cuda_free(dalone);
     free(x), free(xq);
     return ok;
+}
+
+/* The per-model build's decode matmuls (generated/qwen2_5_0_5b/kernels.cu,
+ * row lengths fixed at compile time) give the generic kernel's bits: every
+ * type at each of its row lengths, plain with a bias and as a SwiGLU pair
+ * with its Q8_1 output. */
+extern const struct cuda_kernel qwen2_5_0_5b_cuda_kernels[];
+
+static bool specialized_case(const struct cuda_kernel *special, enum tensor_type t, int64_t k)
+{
+    struct error e;
+    const int64_t n = 64;
+    bool q8 = cuda_matmul_takes_q8(t);
+    size_t wb = type_bytes(t, (uint64_t)(k * n)), qb = (size_t)(n / 32) * 36, yb = (size_t)n * 4;
+    float *wf = randoms(k * n, 0.02f), *x = randoms(k, 1), *bias = randoms(n, 0.1f);
+    uint8_t *wq = malloc(wb), *xq = malloc((size_t)(k / 32) * 36);
+    quantize_row(t, wf, wq, k * n);
+    quant_q8_1(x, xq, k);
+    void *dw = up(wq, wb), *dxq = up(xq, (size_t)(k / 32) * 36), *dq8[2] = { up(NULL, qb), up(NULL, qb) };
+    float *dxf = up(x, (size_t)k * 4), *db = up(bias, yb), *dy[2] = { up(NULL, yb), up(NULL, yb) };
+    float *dp[2] = { up(NULL, yb), up(NULL, yb) };
+    bool ok = true;
+    for (int way = 0; way < 2 && ok; way++) { /* 0: generic, 1: the build's */
+        const struct cuda_kernel *sp = way ? special : NULL;
+        const struct cuda_matrix one = { t, dw, n, db, dy[way] }, pair[2] = { { t, dw, n, NULL, dp[way] }, { t, dw, n, NULL, NULL } };
+        ok = CHECK(cuda_matmul_multi(&one, 1, k, q8 ? dxq : NULL, q8 ? NULL : dxf, 1, NULL, CUDA_EPI_NONE, NULL, sp, NULL, &e) == 0 &&
+                       cuda_matmul_multi(pair, 2, k, q8 ? dxq : NULL, q8 ? NULL : dxf, 1, NULL, CUDA_EPI_PAIR, dq8[way], sp, NULL, &e) == 0,
+                   "%s", e.msg);
+    }
+    uint8_t *a = malloc(yb), *b = malloc(yb);
+    const struct { void *x, *y; size_t n; const char *what; } same[3] = {
+        { dy[0], dy[1], yb, "output" }, { dp[0], dp[1], yb, "SwiGLU pair" }, { dq8[0], dq8[1], qb, "pair's Q8_1" }
+    };
+    for (int i = 0; i < 3 && ok; i++) {
+        down(a, same[i].x, same[i].n), down(b, same[i].y, same[i].n);
+        ok = CHECK(memcmp(a, b, same[i].n) == 0, "%s at k=%lld: the per-model kernel's %s differs from the generic one's",
+                   type_name(t), (long long)k, same[i].what);
+    }
+    for (int i = 0; i < 2; i++)
+        cuda_free(dq8[i]), cuda_free(dy[i]), cuda_free(dp[i]);
+    cuda_free(dw), cuda_free(dxq), cuda_free(dxf), cuda_free(db);
+    free(wf), free(x), free(bias), free(wq), free(xq), free(a), free(b);
+    return ok;
+}
+
+void test_kernels_specialized_matmul(void)
+{
+    static const enum tensor_type types[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0, TYPE_Q4_K,
+                                              TYPE_Q5_K, TYPE_Q6_K, TYPE_F32, TYPE_F16, TYPE_BF16 };
+    const struct cuda_kernel *sp = qwen2_5_0_5b_cuda_kernels;
+    int cases = 0;
+    for (int i = 0; sp[i].matmul; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen = seen || sp[j].k == sp[i].k;
+        for (size_t t = 0; !seen && t < sizeof types / sizeof types[0]; t++) {
+            if (sp[i].k % type_info(types[t])->block_elems)
+                continue;
+            if (!specialized_case(sp, types[t], sp[i].k))
+                return;
+            cases++;
+        }
+    }
+    printf("    %d (type, row length) cases of the qwen2.5-0.5b build: the same bits as the generic kernel\n", cases);
+    CHECK(cases >= 10, "only %d cases: the per-model table lost its row lengths", cases);
 }
 
 void test_kernels_matmul(void)
