@@ -315,3 +315,30 @@ ParameterizedTest(struct tiny *t, graph_plan, fusion_keeps_the_bits, .timeout = 
     }
     cr_assert_eq(memcmp(logits[0], logits[1], sizeof logits[0]), 0, "%s: the fused graph's logits differ", t->arch);
 }
+
+/* The CPU's worker pool splits matmul rows and attention heads among the
+ * threads; every output element is computed the same way by whichever
+ * thread, so 1, 2 and 3 threads give the same logits, bit for bit, over a
+ * batch and single steps after it. */
+Test(graph_plan, thread_count_keeps_the_bits, .timeout = 120)
+{
+    const char *path = synth(&tinies[0], "q4_k_m");
+    int32_t ids[9] = { 5, 17, 250, 3, 99, 120, 7, 64, 31 };
+    static float logits[3][9 * 300];
+    for (int k = 0; k < 3; k++) {
+        struct model m;
+        struct error e;
+        cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
+        struct engine en;
+        struct engine_config cfg = { .n_ctx = 32, .n_batch = 8, .kv_type = KV_F16, .n_threads = k + 1, .logits_all = true };
+        cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+        cr_assert_eq(engine_eval_logits(&en, ids, 6, logits[k], &e), 0, "%s", e.msg);
+        for (int i = 6; i < 9; i++)
+            cr_assert_eq(engine_eval_logits(&en, &ids[i], 1, logits[k] + i * en.n_vocab, &e), 0, "%s", e.msg);
+        cr_assert_eq(en.n_vocab, 300);
+        engine_free(&en);
+        model_close(&m);
+    }
+    for (int k = 1; k < 3; k++)
+        cr_assert_eq(memcmp(logits[0], logits[k], sizeof logits[0]), 0, "%d threads give other logits than 1", k + 1);
+}

@@ -20,6 +20,7 @@
 #define CPU_ROW_BLOCK 16 /* weight rows a matmul thread decodes at once (a multiple of 4) */
 #define CPU_COL_BLOCK 32 /* activation columns it dots them with at once */
 #define CPU_ATT_BLOCK 16 /* query tokens an attention job takes at once */
+#define CPU_MAX_THREADS 64
 
 /* What the scratch is sized for. */
 struct cpu_sizes {
@@ -40,14 +41,19 @@ struct cpu_scratch {
     size_t att_floats;
     int n_threads;     /* matmuls and attention are split among this many threads */
     int64_t k_max;
+    struct cpu_pool *pool; /* n_threads - 1 workers */
 };
 
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e);
 void cpu_scratch_free(struct cpu_scratch *s);
 
-/* Runs fn on each of n jobs (size bytes apart), one thread each, the first
- * on the calling thread; returns when all are done. */
-void cpu_run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
+/* cpu_pool.c: worker threads made once per engine. run_jobs runs fn on each
+ * of n jobs (size bytes apart), one thread each, the first on the calling
+ * thread, and returns when all are done. */
+struct cpu_pool;
+int cpu_pool_new(struct cpu_pool **p, int n_threads, struct error *e);
+void cpu_pool_free(struct cpu_pool *p);
+void cpu_run_jobs(struct cpu_pool *p, void *jobs, size_t size, int n, void *(*fn)(void *));
 
 struct cpu_kernel;
 

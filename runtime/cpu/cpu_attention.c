@@ -94,15 +94,15 @@ void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *
     const struct node *q = &g->node[n->src[0]];
     int64_t nt = q->ne[2], h_kv = r->kv->n_head_kv, blocks = (nt + CPU_ATT_BLOCK - 1) / CPU_ATT_BLOCK;
     struct cpu_scratch *s = r->s;
-    struct att_job jobs[64];
+    struct att_job jobs[CPU_MAX_THREADS];
     int64_t next = 0, total = h_kv * blocks;
     while (next < total) { /* rounds of at most one job per thread */
         int count = 0;
-        for (; count < s->n_threads && count < 64 && next < total; count++, next++) {
+        for (; count < s->n_threads && next < total; count++, next++) {
             int64_t b = next % blocks, c0 = b * CPU_ATT_BLOCK;
             jobs[count] = (struct att_job){ g, n, r, next / blocks, c0, nt - c0 < CPU_ATT_BLOCK ? nt - c0 : CPU_ATT_BLOCK,
                                             s->att + (size_t)count * s->att_floats };
         }
-        cpu_run_jobs(jobs, sizeof jobs[0], count, attend);
+        cpu_run_jobs(s->pool, jobs, sizeof jobs[0], count, attend);
     }
 }

@@ -1,5 +1,4 @@
 /* cpu_exec.c: walks a graph on the CPU (see cpu.h). */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +7,9 @@
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e)
 {
     memset(s, 0, sizeof *s);
-    s->n_threads = z->n_threads > 0 && z->n_threads <= 64 ? z->n_threads : 1;
+    if (z->n_threads < 1 || z->n_threads > CPU_MAX_THREADS)
+        return fail(e, "%d CPU threads (1 to %d)", z->n_threads, CPU_MAX_THREADS);
+    s->n_threads = z->n_threads;
     s->k_max = z->k_max;
     size_t threads = (size_t)s->n_threads, q = CPU_ATT_BLOCK * (size_t)z->group, q8 = (q + 7) / 8 * 8;
     s->att_floats = q * (size_t)z->n_ctx + q + q * (size_t)z->head_dim + (size_t)z->head_dim + q8 * (size_t)z->head_dim + q8;
@@ -22,6 +23,10 @@ int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct er
         return fail(e, "out of memory for CPU scratch (rows of %lld, context %lld, %d threads)", (long long)z->k_max,
                     (long long)z->n_ctx, (int)threads);
     }
+    if (cpu_pool_new(&s->pool, s->n_threads, e)) {
+        cpu_scratch_free(s);
+        return -1;
+    }
     return 0;
 }
 
@@ -31,23 +36,8 @@ void cpu_scratch_free(struct cpu_scratch *s)
     free(s->rows);
     free(s->tiles);
     free(s->att);
+    cpu_pool_free(s->pool);
     memset(s, 0, sizeof *s);
-}
-
-void cpu_run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *))
-{
-    pthread_t th[64];
-    int started = 1;
-    n = n < 64 ? n : 64;
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, fn, (char *)jobs + (size_t)started * size) != 0)
-            break;
-    for (int t = started; t < n; t++) /* jobs whose thread could not start: run them here */
-        fn((char *)jobs + (size_t)t * size);
-    if (n > 0)
-        fn(jobs);
-    for (int t = 1; t < started; t++)
-        pthread_join(th[t], NULL);
 }
 
 int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)

@@ -71,14 +71,12 @@ static int rows_in_parallel(const struct weight *w, cpu_dot_fn dot, const float 
 {
     int64_t n = w->ne[1];
     int t_count = s->n_threads < n ? s->n_threads : (int)n;
-    struct job jobs[64];
-    if (t_count > 64)
-        t_count = 64;
+    struct job jobs[CPU_MAX_THREADS];
     for (int t = 0; t < t_count; t++)
         jobs[t] = (struct job){ w, dot, x, nt, y, mode, n * t / t_count, n * (t + 1) / t_count,
                                 s->rows + (size_t)t * CPU_ROW_BLOCK * (size_t)s->k_max,
                                 s->tiles + (size_t)t * CPU_ROW_BLOCK * CPU_COL_BLOCK, 0 };
-    cpu_run_jobs(jobs, sizeof jobs[0], t_count, run_rows);
+    cpu_run_jobs(s->pool, jobs, sizeof jobs[0], t_count, run_rows);
     int failed = 0;
     for (int t = 0; t < t_count; t++)
         failed |= jobs[t].failed;
