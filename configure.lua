@@ -94,7 +94,7 @@ local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "
                   "quant/tensor_type", "quant/quant", "quant/quant_legacy", "quant/quant_k_decode", "quant/quant_k_encode",
                   "quant/quant_dot", "quant/quantize_recipe",
                   "tokenizer/tokenizer", "tokenizer/chat_template",
-                  "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_pool", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
+                  "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_pool", "cpu/cpu_qdot", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
                   "cli/cmd_perplexity", "cli/session", "cli/die" }
 local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "matmul", "attention" }

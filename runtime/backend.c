@@ -6,9 +6,13 @@
 int backend_choose(const char *device, const struct backend *out[2], struct error *e)
 {
     bool autodev = !device || strcmp(device, "auto") == 0;
-    if (!autodev && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0) {
-        fail(e, "unknown device '%s' (cpu, cuda or auto)", device);
+    if (!autodev && strcmp(device, "cpu") != 0 && strcmp(device, "cpu-fast") != 0 && strcmp(device, "cuda") != 0) {
+        fail(e, "unknown device '%s' (cpu, cpu-fast, cuda or auto)", device);
         return 0;
+    }
+    if (!autodev && strcmp(device, "cpu-fast") == 0) {
+        out[0] = &cpu_fast_backend;
+        return 1;
     }
     int n = 0;
     if (autodev || strcmp(device, "cuda") == 0) {

@@ -54,14 +54,15 @@ struct backend {
     void (*describe)(void *state, char *buf, size_t n);
 };
 
-extern const struct backend cpu_backend;
+extern const struct backend cpu_backend;      /* the f32 reference */
+extern const struct backend cpu_fast_backend; /* Q8_1 activations, integer dots (cpu.h) */
 #ifdef MINFER_CUDA
 extern const struct backend cuda_backend;
 #endif
 
 /* The backends a --device name asks for, in the order to try them: "cpu",
- * "cuda", or "auto" (CUDA where this build has it and a device exists, then
- * the CPU). Returns how many (0 with e set when the named one cannot run
+ * "cpu-fast", "cuda", or "auto" (CUDA where this build has it and a device
+ * exists, then the CPU reference). Returns how many (0 with e set when the named one cannot run
  * here, saying why). */
 int backend_choose(const char *device, const struct backend *out[2], struct error *e);
 

@@ -23,7 +23,7 @@ struct engine_config {
     enum kv_type kv_type;
     int n_threads;         /* CPU threads; 0: all cores */
     bool logits_all;       /* size the arena so every token of a batch can get logits (engine_eval_logits) */
-    const char *device;    /* "cpu", "cuda" or "auto" (NULL: auto) */
+    const char *device;    /* "cpu", "cpu-fast", "cuda" or "auto" (NULL: auto) */
     bool no_graphs;        /* never capture graphs (--no-graphs, for comparison) */
 };
 

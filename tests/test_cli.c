@@ -502,8 +502,8 @@ Test(run, bad_flags_and_files_give_one_line)
         { "chat -m %s --chat-template vicuna", "minfer: chat: %s: unknown chat format 'vicuna' (minfer has chatml and llama3)\n" },
         { "tokenize -m %s", "minfer: tokenize: give the text with -p TEXT or -f FILE (one of them)\n" },
         { "perplexity -m %s -p hi", "minfer: perplexity: the text comes from -f FILE\n" },
-        { "run -m %s -p hi --device tpu", "minfer: unknown device 'tpu' (cpu, cuda or auto)\n" },
-        { "bench -m %s --device", "minfer: bench: --device needs cpu, cuda or auto\n" },
+        { "run -m %s -p hi --device tpu", "minfer: unknown device 'tpu' (cpu, cpu-fast, cuda or auto)\n" },
+        { "bench -m %s --device", "minfer: bench: --device needs cpu, cpu-fast, cuda or auto\n" },
         { "perplexity -m %s -c 512 -f", "minfer: perplexity: -f needs a file\n" },
         { "perplexity -m %s -c 512 -f %s", "minfer: perplexity: %2$s has 5 tokens; a window of 512 needs at least 1024\n" },
     };

@@ -10,10 +10,12 @@
 
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot.h"
+#include "cpu/cpu_qdot.h"
 #include "graph.h"
 #include "quant/half.h"
 #include "kv_cache.h"
 #include "quant/quant.h"
+#include "quant/quant_dot.h"
 #include "support.h"
 
 #define ARENA (8u << 20)
@@ -104,7 +106,7 @@ static float *data(struct rig *r, int id) { return (float *)(r->arena + r->g.nod
 static void run(struct rig *r)
 {
     struct error e;
-    struct cpu_run run = { r->arena, &r->kv, &r->s, NULL, 0 };
+    struct cpu_run run = { r->arena, &r->kv, &r->s, NULL, 0, false };
     cr_assert_eq(cpu_execute(&r->g, &run, &e), 0, "%s", e.msg);
 }
 
@@ -365,4 +367,43 @@ Test(cpu_ops, block_dot_products_equal_the_reference_bits)
             }
         }
     }
+}
+
+/* The fast path's row dot (cpu_qdot: integer code sums on AVX2 where the
+ * processor has it) gives quant_dot.c's dot_q8_1, bit for bit, for every
+ * quantized type, on rows of real widths and with offsets that make the
+ * mins and the fifth and sixth bits matter. */
+Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
+{
+    static const enum tensor_type qtypes[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1,
+                                              TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K };
+    static const int64_t widths[] = { 896, 4864, 4096 };
+    struct rng r;
+    rng_seed(&r, 2024);
+    static float w[4864], a[4864];
+    static uint8_t wq[4864 * 2], aq[4864 / 32 * 36];
+    int checked = 0;
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++)
+        for (size_t s = 0; s < sizeof widths / sizeof widths[0]; s++) {
+            int64_t k = widths[s];
+            if (k % type_info(qtypes[t])->block_elems)
+                continue;
+            for (int trial = 0; trial < 3; trial++) {
+                for (int64_t i = 0; i < k; i++) {
+                    w[i] = 0.02f * rng_normal(&r) + (trial == 1 ? 0.03f : 0.0f);
+                    a[i] = rng_normal(&r) * (trial == 2 ? 50.0f : 1.0f);
+                }
+                quantize_row(qtypes[t], w, wq, k);
+                quant_q8_1(a, aq, k);
+                float want, got;
+                cr_assert_eq(dot_q8_1(qtypes[t], wq, aq, k, &want), 0);
+                cr_assert_eq(cpu_qdot(qtypes[t], wq, aq, k, &got), 0);
+                cr_assert(memcmp(&want, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
+                          type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)want);
+                checked++;
+            }
+        }
+    cr_assert_geq(checked, 50);
+    float out = 7;
+    cr_assert_eq(cpu_qdot(TYPE_F16, wq, aq, 64, &out), -1);
 }

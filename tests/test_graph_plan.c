@@ -4,6 +4,7 @@
  * buffer lies inside it, and node counts match what the builder promises. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -316,29 +317,82 @@ ParameterizedTest(struct tiny *t, graph_plan, fusion_keeps_the_bits, .timeout = 
     cr_assert_eq(memcmp(logits[0], logits[1], sizeof logits[0]), 0, "%s: the fused graph's logits differ", t->arch);
 }
 
+/* Logits of 9 tokens: 6 as one batch, then 3 single steps (or all 9 one at
+ * a time), on a CPU device with a thread count. */
+static void cpu_logits(const char *path, const char *device, int threads, bool singles, float *out)
+{
+    int32_t ids[9] = { 5, 17, 250, 3, 99, 120, 7, 64, 31 };
+    struct model m;
+    struct error e;
+    cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
+    struct engine en;
+    struct engine_config cfg = { .n_ctx = 32, .n_batch = 8, .kv_type = KV_F16, .n_threads = threads, .logits_all = true,
+                                 .device = device };
+    cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+    cr_assert_eq(en.n_vocab, 300);
+    int first = singles ? 0 : 6;
+    if (!singles)
+        cr_assert_eq(engine_eval_logits(&en, ids, 6, out, &e), 0, "%s", e.msg);
+    for (int i = first; i < 9; i++)
+        cr_assert_eq(engine_eval_logits(&en, &ids[i], 1, out + i * en.n_vocab, &e), 0, "%s", e.msg);
+    engine_free(&en);
+    model_close(&m);
+}
+
 /* The CPU's worker pool splits matmul rows and attention heads among the
  * threads; every output element is computed the same way by whichever
  * thread, so 1, 2 and 3 threads give the same logits, bit for bit, over a
- * batch and single steps after it. */
+ * batch and single steps after it, on the reference and the fast path; and
+ * on both a batch gives the bits of single steps. */
 Test(graph_plan, thread_count_keeps_the_bits, .timeout = 120)
 {
     const char *path = synth(&tinies[0], "q4_k_m");
-    int32_t ids[9] = { 5, 17, 250, 3, 99, 120, 7, 64, 31 };
-    static float logits[3][9 * 300];
-    for (int k = 0; k < 3; k++) {
-        struct model m;
-        struct error e;
-        cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
-        struct engine en;
-        struct engine_config cfg = { .n_ctx = 32, .n_batch = 8, .kv_type = KV_F16, .n_threads = k + 1, .logits_all = true };
-        cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
-        cr_assert_eq(engine_eval_logits(&en, ids, 6, logits[k], &e), 0, "%s", e.msg);
-        for (int i = 6; i < 9; i++)
-            cr_assert_eq(engine_eval_logits(&en, &ids[i], 1, logits[k] + i * en.n_vocab, &e), 0, "%s", e.msg);
-        cr_assert_eq(en.n_vocab, 300);
-        engine_free(&en);
-        model_close(&m);
+    static const char *const devices[2] = { "cpu", "cpu-fast" };
+    static float logits[4][9 * 300];
+    for (int d = 0; d < 2; d++) {
+        for (int k = 0; k < 3; k++)
+            cpu_logits(path, devices[d], k + 1, false, logits[k]);
+        cpu_logits(path, devices[d], 2, true, logits[3]);
+        for (int k = 1; k < 4; k++)
+            cr_assert_eq(memcmp(logits[0], logits[k], sizeof logits[0]), 0, "%s: %s give other logits", devices[d],
+                         k < 3 ? (k == 1 ? "2 threads" : "3 threads") : "single steps");
     }
-    for (int k = 1; k < 3; k++)
-        cr_assert_eq(memcmp(logits[0], logits[k], sizeof logits[0]), 0, "%d threads give other logits than 1", k + 1);
+}
+
+/* The fast path (Q8_1 activations, integer dots) against the f32 reference
+ * on each architecture in the Q4_K_M mix and Q8_0: the logits within 5% of
+ * the largest (the Q8_1 rounding of activations; the GPU, which does the
+ * same, is held to the same bound), and the argmax equal at most positions. */
+ParameterizedTestParameters(graph_plan, fast_cpu_path_agrees_with_the_reference)
+{
+    return cr_make_param_array(struct tiny, tinies, sizeof tinies / sizeof tinies[0]);
+}
+
+ParameterizedTest(struct tiny *t, graph_plan, fast_cpu_path_agrees_with_the_reference, .timeout = 120)
+{
+    static const char *const mixes[2] = { "q4_k_m", "q8_0" };
+    for (int x = 0; x < 2; x++) {
+        const char *path = synth(t, mixes[x]);
+        static float ref[9 * 300], fast[9 * 300];
+        cpu_logits(path, "cpu", 2, false, ref);
+        cpu_logits(path, "cpu-fast", 2, false, fast);
+        double worst = 0;
+        int agree = 0;
+        for (int p = 0; p < 9; p++) {
+            double diff = 0, scale = 0;
+            int br = 0, bf = 0;
+            for (int j = 0; j < 300; j++) {
+                diff = fmax(diff, fabs((double)ref[p * 300 + j] - fast[p * 300 + j]));
+                scale = fmax(scale, fabs((double)ref[p * 300 + j]));
+                br = ref[p * 300 + j] > ref[p * 300 + br] ? j : br;
+                bf = fast[p * 300 + j] > fast[p * 300 + bf] ? j : bf;
+            }
+            worst = fmax(worst, diff / scale);
+            agree += br == bf;
+        }
+        cr_log_info("%s %s: fast against reference, worst max|diff|/max|ref| %.3g, argmax equal at %d of 9", t->arch,
+                    mixes[x], worst, agree);
+        cr_assert_leq(worst, 0.05, "%s %s: the fast path's logits differ by %.3g", t->arch, mixes[x], worst);
+        cr_assert_geq(agree, 7, "%s %s: argmax equal at only %d of 9 positions", t->arch, mixes[x], agree);
+    }
 }

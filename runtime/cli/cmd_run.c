@@ -12,7 +12,7 @@
 static const char run_usage[] =
     "usage: minfer run -m FILE (-p TEXT | -f FILE) [-n N] [-c N] [-b N] [-t N] [--temp T] [--top-k K] [--top-p P]\n"
     "                  [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--cache-type f32|f16|q8_0]\n"
-    "                  [--context-shift [--keep N]] [--logits-out FILE] [--device cpu|cuda|auto]\n"
+    "                  [--context-shift [--keep N]] [--logits-out FILE] [--device cpu|cpu-fast|cuda|auto]\n"
     "  -n N   tokens to generate (default: until end of text or the context is full)\n"
     "  -c N   context size (default: the model's training context)\n"
     "  --temp 0 is greedy; --context-shift keeps the first --keep tokens and the newest half of the rest\n"

@@ -114,7 +114,7 @@ static int text_flag(const char *cmd, const char *a, const char *v, struct sessi
     else if (strcmp(a, "--logits-out") == 0 && !bench)
         to = &o->logits_out, what = "a file";
     else if (strcmp(a, "--device") == 0)
-        to = &o->engine.device, what = "cpu, cuda or auto";
+        to = &o->engine.device, what = "cpu, cpu-fast, cuda or auto";
     else
         return 1;
     if (!v) {

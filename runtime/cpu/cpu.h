@@ -4,7 +4,10 @@
  * tokens one at a time. Activations stay f32 throughout: a matmul decodes
  * each weight row once and takes its dot product with every column, so the
  * result is the weights' exact values applied in f32 (the oracle the GPU's
- * Q8_1-activation kernels are measured against). */
+ * Q8_1-activation kernels are measured against). The fast path (cpu-fast)
+ * runs the same graphs with one change: a matmul of quantized weights
+ * quantizes its input to Q8_1 and takes integer dot products (cpu_qdot.h),
+ * as the GPU does. */
 #ifndef MINFER_CPU_H
 #define MINFER_CPU_H
 
@@ -29,6 +32,7 @@ struct cpu_sizes {
     int64_t group;     /* query heads per KV head */
     int64_t head_dim;
     int n_threads;
+    int64_t n_batch;   /* the most columns a matmul takes */
 };
 
 /* Work memory a graph needs beyond the arena, sized once per engine. */
@@ -42,6 +46,7 @@ struct cpu_scratch {
     int n_threads;     /* matmuls and attention are split among this many threads */
     int64_t k_max;
     struct cpu_pool *pool; /* n_threads - 1 workers */
+    uint8_t *xq;       /* the fast path's Q8_1 input: n_batch columns of k_max / 32 blocks */
 };
 
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e);
@@ -63,6 +68,7 @@ struct cpu_run {
     struct cpu_scratch *s;
     const struct cpu_kernel *kernels; /* the build's instantiations for this architecture */
     int n_kernels;
+    bool q8;                  /* the fast path: quantized weights against Q8_1 activations (cpu_qdot.h) */
 };
 
 /* Runs every node of g in order (the CPU backend's execute). An op the

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot.h"
+#include "cpu/cpu_qdot.h"
 
 struct cpu_state {
     uint8_t *arena;
@@ -62,17 +63,26 @@ static int cpu_init(void **state, const struct model *m, const struct backend_si
         cpu_free(s);
         return fail(e, "out of memory for activations (%.1f MiB)", (double)z->arena_bytes / 1048576.0);
     }
-    struct cpu_sizes sizes = { z->k_max, z->n_ctx, z->n_head / z->n_head_kv, z->head_dim, z->n_threads };
+    struct cpu_sizes sizes = { z->k_max, z->n_ctx, z->n_head / z->n_head_kv, z->head_dim, z->n_threads, z->n_batch };
     if (kv_init(&s->kv, z->kv_type, z->n_layer, z->n_ctx, z->n_head_kv, z->head_dim, e) ||
         cpu_scratch_init(&s->scratch, &sizes, e)) {
         cpu_free(s);
         return -1;
     }
-    s->run = (struct cpu_run){ s->arena, &s->kv, &s->scratch, NULL, 0 };
+    s->run = (struct cpu_run){ s->arena, &s->kv, &s->scratch, NULL, 0, false };
     for (int t = 0; t < cpu_kernel_table_count; t++) /* the build's instantiations for this architecture */
         if (strcmp(cpu_kernel_tables[t].arch, m->arch->name) == 0)
             for (s->run.kernels = cpu_kernel_tables[t].kernels; s->run.kernels[s->run.n_kernels].dot;)
                 s->run.n_kernels++;
+    return 0;
+}
+
+/* The fast path: the same state, matmuls of quantized weights on Q8_1 activations. */
+static int cpu_fast_init(void **state, const struct model *m, const struct backend_sizes *z, struct error *e)
+{
+    if (cpu_init(state, m, z, e))
+        return -1;
+    ((struct cpu_state *)*state)->run.q8 = true;
     return 0;
 }
 
@@ -125,7 +135,8 @@ static int cpu_read_argmax(void *state, const struct graph *g, int node, int32_t
 static void cpu_describe(void *state, char *buf, size_t n)
 {
     struct cpu_state *s = state;
-    snprintf(buf, n, "%d thread%s", s->scratch.n_threads, s->scratch.n_threads == 1 ? "" : "s");
+    snprintf(buf, n, "%d thread%s%s%s", s->scratch.n_threads, s->scratch.n_threads == 1 ? "" : "s",
+             s->run.q8 ? ", Q8_1 integer dots on " : "", s->run.q8 ? cpu_qdot_unit() : "");
 }
 
 const struct backend cpu_backend = {
@@ -133,6 +144,19 @@ const struct backend cpu_backend = {
     .available = cpu_available,
     .supports = cpu_supports_node,
     .init = cpu_init,
+    .free = cpu_free,
+    .write_input = cpu_write_input,
+    .execute = cpu_execute_graph,
+    .read_output = cpu_read_output,
+    .read_argmax = cpu_read_argmax,
+    .describe = cpu_describe,
+};
+
+const struct backend cpu_fast_backend = {
+    .name = "cpu-fast",
+    .available = cpu_available,
+    .supports = cpu_supports_node,
+    .init = cpu_fast_init,
     .free = cpu_free,
     .write_input = cpu_write_input,
     .execute = cpu_execute_graph,

@@ -18,7 +18,8 @@ int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct er
     s->rows = calloc(threads * CPU_ROW_BLOCK * (size_t)z->k_max, sizeof *s->rows);
     s->tiles = malloc(threads * CPU_ROW_BLOCK * CPU_COL_BLOCK * sizeof *s->tiles);
     s->att = malloc(threads * s->att_floats * sizeof *s->att);
-    if (!s->row || !s->rows || !s->tiles || !s->att) {
+    s->xq = malloc((size_t)(z->k_max / 32 + 1) * 36 * (size_t)(z->n_batch > 0 ? z->n_batch : 1));
+    if (!s->row || !s->rows || !s->tiles || !s->att || !s->xq) {
         cpu_scratch_free(s);
         return fail(e, "out of memory for CPU scratch (rows of %lld, context %lld, %d threads)", (long long)z->k_max,
                     (long long)z->n_ctx, (int)threads);
@@ -36,6 +37,7 @@ void cpu_scratch_free(struct cpu_scratch *s)
     free(s->rows);
     free(s->tiles);
     free(s->att);
+    free(s->xq);
     cpu_pool_free(s->pool);
     memset(s, 0, sizeof *s);
 }

@@ -11,6 +11,7 @@
 
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot.h"
+#include "cpu/cpu_qdot.h"
 #include "quant/quant.h"
 
 
@@ -85,6 +86,59 @@ static int rows_in_parallel(const struct weight *w, cpu_dot_fn dot, const float 
     return 0;
 }
 
+/* The fast path's rows: each row of w (its GGUF bytes) against every Q8_1
+ * column of xq, the columns of one row one after another while the row is
+ * in cache; the row's result is cpu_qdot's whichever thread makes it. */
+struct qjob {
+    const struct weight *w;
+    const uint8_t *xq;
+    int64_t nt;
+    float *y;
+    enum mode mode;
+    int64_t r0, r1;
+};
+
+static void *run_qrows(void *arg)
+{
+    const struct qjob *j = arg;
+    const struct weight *w = j->w;
+    int64_t k = w->ne[0], n = w->ne[1];
+    size_t row_bytes = type_bytes(w->type, (uint64_t)k), col_bytes = (size_t)(k / 32) * 36;
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * row_bytes;
+        for (int64_t c = 0; c < j->nt; c++) {
+            float v, *out = &j->y[c * n + r];
+            cpu_qdot(w->type, wr, j->xq + (size_t)c * col_bytes, k, &v); /* the caller checked the type */
+            *out = j->mode == PRODUCT ? v : cpu_silu(*out) * v;
+        }
+    }
+    return NULL;
+}
+
+static void qrows_in_parallel(const struct weight *w, const uint8_t *xq, int64_t nt, float *y, enum mode mode,
+                              struct cpu_scratch *s)
+{
+    int64_t n = w->ne[1];
+    int t_count = s->n_threads < n ? s->n_threads : (int)n;
+    struct qjob jobs[CPU_MAX_THREADS];
+    for (int t = 0; t < t_count; t++)
+        jobs[t] = (struct qjob){ w, xq, nt, y, mode, n * t / t_count, n * (t + 1) / t_count };
+    cpu_run_jobs(s->pool, jobs, sizeof jobs[0], t_count, run_qrows);
+}
+
+/* Runs the rows of w over the scratch's threads: on the fast path (xq, x
+ * already quantized) when w's type has an integer dot, else decoded to f32
+ * against x (the float types always). */
+static int matmul_rows(const struct weight *w, cpu_dot_fn dot, const float *x, const uint8_t *xq, int64_t nt,
+                       float *y, enum mode mode, struct cpu_scratch *s, struct error *e)
+{
+    if (xq && cpu_qdot_takes(w->type)) {
+        qrows_in_parallel(w, xq, nt, y, mode, s);
+        return 0;
+    }
+    return rows_in_parallel(w, dot, x, nt, y, mode, s, e);
+}
+
 static void add_bias(const struct weight *bias, int64_t n, int64_t nt, float *y, float *row)
 {
     if (!bias)
@@ -108,10 +162,16 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
     for (int k = 0; k < r->n_kernels && !dot; k++)
         if (r->kernels[k].op == (int)n->op && r->kernels[k].k == xn->ne[0] && r->kernels[k].n == n->ne[0])
             dot = r->kernels[k].dot;
+    const uint8_t *xq = NULL; /* the fast path: x as Q8_1, made once for every matrix of the node */
+    if (r->q8 && xn->ne[0] % 32 == 0) {
+        for (int64_t c = 0; c < nt; c++)
+            quant_q8_1(x + c * xn->ne[0], s->xq + (size_t)c * (size_t)(xn->ne[0] / 32) * 36, xn->ne[0]);
+        xq = s->xq;
+    }
     switch (n->op) {
     case OP_MATMUL:
     case OP_MATMUL_ADD:
-        if (rows_in_parallel(n->p.w[0], dot, x, nt, y, PRODUCT, s, e))
+        if (matmul_rows(n->p.w[0], dot, x, xq, nt, y, PRODUCT, s, e))
             return -1;
         add_bias(n->p.bias[0], n->ne[0], nt, y, s->row);
         if (n->op == OP_MATMUL_ADD) {
@@ -125,7 +185,7 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
             return fail(e, "MATMUL_QKV has no PART outputs");
         float *out[3] = { y, (float *)cpu_data(g, r, n->part[0]), (float *)cpu_data(g, r, n->part[1]) };
         for (int k = 0; k < 3; k++) {
-            if (rows_in_parallel(n->p.w[k], dot, x, nt, out[k], PRODUCT, s, e))
+            if (matmul_rows(n->p.w[k], dot, x, xq, nt, out[k], PRODUCT, s, e))
                 return -1;
             add_bias(n->p.bias[k], n->p.w[k]->ne[1], nt, out[k], s->row);
         }
@@ -133,7 +193,7 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
     }
     case OP_FFN_SWIGLU:
         /* the gate into y, then each up row combined with it: y = silu(gate) * up */
-        return rows_in_parallel(n->p.w[0], dot, x, nt, y, PRODUCT, s, e) || rows_in_parallel(n->p.w[1], dot, x, nt, y, SWIGLU_UP, s, e)
+        return matmul_rows(n->p.w[0], dot, x, xq, nt, y, PRODUCT, s, e) || matmul_rows(n->p.w[1], dot, x, xq, nt, y, SWIGLU_UP, s, e)
                    ? -1
                    : 0;
     default:
