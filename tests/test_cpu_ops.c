@@ -400,10 +400,29 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
                 cr_assert_eq(cpu_qdot(qtypes[t], wq, aq, k, &got), 0);
                 cr_assert(memcmp(&want, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
                           type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)want);
+                /* several columns at once: each one's own bits (the first is a's, the rest scaled copies) */
+                static uint8_t cols[3][4864 / 32 * 36];
+                size_t col = (size_t)(k / 32) * 36;
+                for (int c = 0; c < 3; c++) {
+                    for (int64_t i = 0; i < k; i++)
+                        w[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
+                    quant_q8_1(w, cols[c], k);
+                }
+                uint8_t packed[3 * 4864 / 32 * 36];
+                for (int c = 0; c < 3; c++)
+                    memcpy(packed + (size_t)c * col, cols[c], col);
+                float many[3];
+                cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, col, 3, k, many), 0);
+                for (int c = 0; c < 3; c++) {
+                    cr_assert_eq(dot_q8_1(qtypes[t], wq, cols[c], k, &want), 0);
+                    cr_assert(memcmp(&want, &many[c], sizeof want) == 0, "%s k=%lld column %d of 3: %.9g, alone %.9g",
+                              type_name(qtypes[t]), (long long)k, c, (double)many[c], (double)want);
+                }
                 checked++;
             }
         }
     cr_assert_geq(checked, 50);
     float out = 7;
     cr_assert_eq(cpu_qdot(TYPE_F16, wq, aq, 64, &out), -1);
+    cr_assert_eq(cpu_qdot_cols(TYPE_Q8_0, wq, aq, 0, CPU_QDOT_COLS + 1, 64, &out), -1);
 }

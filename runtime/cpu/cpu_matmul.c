@@ -106,10 +106,14 @@ static void *run_qrows(void *arg)
     size_t row_bytes = type_bytes(w->type, (uint64_t)k), col_bytes = (size_t)(k / 32) * 36;
     for (int64_t r = j->r0; r < j->r1; r++) {
         const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * row_bytes;
-        for (int64_t c = 0; c < j->nt; c++) {
-            float v, *out = &j->y[c * n + r];
-            cpu_qdot(w->type, wr, j->xq + (size_t)c * col_bytes, k, &v); /* the caller checked the type */
-            *out = j->mode == PRODUCT ? v : cpu_silu(*out) * v;
+        for (int64_t c0 = 0; c0 < j->nt; c0 += CPU_QDOT_COLS) {
+            float v[CPU_QDOT_COLS];
+            int nc = j->nt - c0 < CPU_QDOT_COLS ? (int)(j->nt - c0) : CPU_QDOT_COLS;
+            cpu_qdot_cols(w->type, wr, j->xq + (size_t)c0 * col_bytes, col_bytes, nc, k, v); /* the caller checked the type */
+            for (int c = 0; c < nc; c++) {
+                float *out = &j->y[(c0 + c) * n + r];
+                *out = j->mode == PRODUCT ? v[c] : cpu_silu(*out) * v[c];
+            }
         }
     }
     return NULL;

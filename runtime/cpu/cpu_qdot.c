@@ -73,47 +73,58 @@ AVX2 static inline __m256i fifth_bits(const uint8_t *p)
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-AVX2 static float row_legacy(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t k)
+/* Each function below: one row against nc (at most CPU_QDOT_COLS) columns
+ * of activations, a column's blocks col bytes apart from the last; the
+ * row's codes are unpacked once per block for all of them, and each
+ * column's sum runs in the single-column order. */
+#define COLS for (int c = 0; c < nc; c++)
+
+AVX2 static void row_legacy(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+                            float *sum)
 {
     const int bytes = t == TYPE_Q4_0 ? 18 : t == TYPE_Q4_1 ? 20 : t == TYPE_Q5_0 ? 22 : 24;
     const int qs = t == TYPE_Q4_0 ? 2 : t == TYPE_Q4_1 ? 4 : t == TYPE_Q5_0 ? 6 : 8;
-    float sum = 0;
+    COLS sum[c] = 0;
     for (int64_t j = 0; j < k / 32; j++) {
         const uint8_t *blk = w + j * bytes;
-        const struct act x = act_at(a, j);
         __m256i q = nibbles(blk + qs);
         if (t == TYPE_Q5_0 || t == TYPE_Q5_1)
             q = _mm256_or_si256(q, fifth_bits(blk + (t == TYPE_Q5_0 ? 2 : 4)));
-        const int32_t si = usum(q, x.q);
-        const float d = half(blk);
-        if (t == TYPE_Q4_0)
-            sum += d * (x.d * (float)si - 8.0f * x.s);
-        else if (t == TYPE_Q5_0)
-            sum += d * (x.d * (float)si - 16.0f * x.s);
-        else
-            sum += d * x.d * (float)si + half(blk + 2) * x.s;
+        const float d = half(blk), m = t == TYPE_Q4_1 || t == TYPE_Q5_1 ? half(blk + 2) : 0.0f;
+        COLS {
+            const struct act x = act_at(a + (size_t)c * col, j);
+            const int32_t si = usum(q, x.q);
+            if (t == TYPE_Q4_0)
+                sum[c] += d * (x.d * (float)si - 8.0f * x.s);
+            else if (t == TYPE_Q5_0)
+                sum[c] += d * (x.d * (float)si - 16.0f * x.s);
+            else
+                sum[c] += d * x.d * (float)si + m * x.s;
+        }
     }
-    return sum;
 }
 
-AVX2 static float row_q8_0(const uint8_t *w, const uint8_t *a, int64_t k)
+AVX2 static void row_q8_0(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *sum)
 {
-    float sum = 0;
+    COLS sum[c] = 0;
     for (int64_t j = 0; j < k / 32; j++) {
         const uint8_t *blk = w + j * 34;
-        const struct act x = act_at(a, j);
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        /* |q| unsigned against a with q's sign: the same products */
-        const int32_t si = usum(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x.q, q));
-        sum += half(blk) * x.d * (float)si;
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2)), uq = _mm256_sign_epi8(q, q);
+        const float d = half(blk);
+        COLS {
+            const struct act x = act_at(a + (size_t)c * col, j);
+            /* |q| unsigned against a with q's sign: the same products */
+            const int32_t si = usum(uq, _mm256_sign_epi8(x.q, q));
+            sum[c] += d * x.d * (float)si;
+        }
     }
-    return sum;
 }
 
-AVX2 static float row_kx(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t k)
+AVX2 static void row_kx(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+                        float *sum)
 {
     const int bytes = t == TYPE_Q4_K ? 144 : 176;
-    float sum = 0;
+    COLS sum[c] = 0;
     for (int64_t b = 0; b < k / QK_K; b++) {
         const uint8_t *blk = w + b * bytes, *qh = blk + 16, *qs = blk + (t == TYPE_Q4_K ? 16 : 48);
         const float d = half(blk), dmin = half(blk + 2);
@@ -122,7 +133,6 @@ AVX2 static float row_kx(enum tensor_type t, const uint8_t *w, const uint8_t *a,
         const __m256i m4 = _mm256_set1_epi8(0x0f);
         const __m256i high = t == TYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
         for (int sb = 0; sb < 8; sb++) {
-            const struct act x = act_at(a, b * 8 + sb);
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (sb / 2)));
             __m256i q = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
             if (t == TYPE_Q5_K) { /* bit sb of qh[l] is code l's fifth bit */
@@ -130,42 +140,45 @@ AVX2 static float row_kx(enum tensor_type t, const uint8_t *w, const uint8_t *a,
                 q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(high, bit), bit),
                                                         _mm256_set1_epi8(0x10)));
             }
-            const int32_t si = usum(q, x.q);
-            sum += d * (float)sc[sb] * x.d * (float)si - dmin * (float)mn[sb] * x.s;
+            COLS {
+                const struct act x = act_at(a + (size_t)c * col, b * 8 + sb);
+                const int32_t si = usum(q, x.q);
+                sum[c] += d * (float)sc[sb] * x.d * (float)si - dmin * (float)mn[sb] * x.s;
+            }
         }
     }
-    return sum;
 }
 
-AVX2 static float row_q6_k(const uint8_t *w, const uint8_t *a, int64_t k)
+AVX2 static void row_q6_k(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *sum)
 {
-    float sum = 0;
+    COLS sum[c] = 0;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < k / QK_K; b++) {
         const uint8_t *blk = w + b * 210, *ql = blk, *qh = blk + 128;
         const int8_t *sc = (const int8_t *)(blk + 192);
         const float d = half(blk + 208);
         for (int sb = 0; sb < 8; sb++) {
-            const struct act x = act_at(a, b * 8 + sb);
             /* element 32 sb + l: low bits in ql[64 h + 32 (sb % 2) + l] >> 4 ((sb % 4) / 2), high in qh[32 h + l] >> 2 (sb % 4) */
             const __m256i lo = _mm256_loadu_si256((const __m256i *)(ql + 64 * (sb / 4) + 32 * (sb % 2)));
             const __m256i hi = _mm256_loadu_si256((const __m256i *)(qh + 32 * (sb / 4)));
             const __m256i q = _mm256_or_si256(
                 _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * ((sb % 4) / 2))), m4),
                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * (sb % 4))), m2), 4));
-            /* (q - 32) a in pairs: q a - 32 a, each inside int16 */
-            const __m256i pairs = _mm256_madd_epi16(
-                _mm256_sub_epi16(_mm256_maddubs_epi16(q, x.q), _mm256_maddubs_epi16(c32, x.q)), _mm256_set1_epi16(1));
-            __m128i h0 = _mm256_castsi256_si128(pairs), h1 = _mm256_extracti128_si256(pairs, 1);
-            h0 = _mm_add_epi32(h0, _mm_shuffle_epi32(h0, 0x4e));
-            h0 = _mm_add_epi32(h0, _mm_shuffle_epi32(h0, 0xb1));
-            h1 = _mm_add_epi32(h1, _mm_shuffle_epi32(h1, 0x4e));
-            h1 = _mm_add_epi32(h1, _mm_shuffle_epi32(h1, 0xb1));
-            const int s0 = _mm_cvtsi128_si32(h0), s1 = _mm_cvtsi128_si32(h1);
-            sum += d * x.d * (float)(sc[2 * sb] * s0 + sc[2 * sb + 1] * s1);
+            COLS {
+                const struct act x = act_at(a + (size_t)c * col, b * 8 + sb);
+                /* (q - 32) a in pairs: q a - 32 a, each inside int16 */
+                const __m256i pairs = _mm256_madd_epi16(
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(q, x.q), _mm256_maddubs_epi16(c32, x.q)), _mm256_set1_epi16(1));
+                __m128i h0 = _mm256_castsi256_si128(pairs), h1 = _mm256_extracti128_si256(pairs, 1);
+                h0 = _mm_add_epi32(h0, _mm_shuffle_epi32(h0, 0x4e));
+                h0 = _mm_add_epi32(h0, _mm_shuffle_epi32(h0, 0xb1));
+                h1 = _mm_add_epi32(h1, _mm_shuffle_epi32(h1, 0x4e));
+                h1 = _mm_add_epi32(h1, _mm_shuffle_epi32(h1, 0xb1));
+                const int s0 = _mm_cvtsi128_si32(h0), s1 = _mm_cvtsi128_si32(h1);
+                sum[c] += d * x.d * (float)(sc[2 * sb] * s0 + sc[2 * sb + 1] * s1);
+            }
         }
     }
-    return sum;
 }
 
 static bool have_avx2(void)
@@ -180,25 +193,42 @@ static bool have_avx2(void)
     return k;
 }
 
-int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float *out)
+int cpu_qdot_cols(enum tensor_type t, const void *w, const void *a, size_t col_bytes, int nc, int64_t k, float *out)
 {
-    if (!have_avx2())
-        return dot_q8_1(t, w, a, k, out);
-    switch (t) {
-    case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q5_1: *out = row_legacy(t, w, a, k); return 0;
-    case TYPE_Q8_0: *out = row_q8_0(w, a, k); return 0;
-    case TYPE_Q4_K: case TYPE_Q5_K: *out = row_kx(t, w, a, k); return 0;
-    case TYPE_Q6_K: *out = row_q6_k(w, a, k); return 0;
-    default: return -1;
+    if (!cpu_qdot_takes(t) || nc < 1 || nc > CPU_QDOT_COLS)
+        return -1;
+    if (!have_avx2()) {
+        for (int c = 0; c < nc; c++)
+            dot_q8_1(t, w, (const uint8_t *)a + (size_t)c * col_bytes, k, &out[c]);
+        return 0;
     }
+    switch (t) {
+    case TYPE_Q8_0: row_q8_0(w, a, col_bytes, nc, k, out); break;
+    case TYPE_Q4_K: case TYPE_Q5_K: row_kx(t, w, a, col_bytes, nc, k, out); break;
+    case TYPE_Q6_K: row_q6_k(w, a, col_bytes, nc, k, out); break;
+    default: row_legacy(t, w, a, col_bytes, nc, k, out); break;
+    }
+    return 0;
 }
 
 const char *cpu_qdot_unit(void) { return have_avx2() ? "avx2" : "scalar"; }
 
 #else
 
-int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float *out) { return dot_q8_1(t, w, a, k, out); }
+int cpu_qdot_cols(enum tensor_type t, const void *w, const void *a, size_t col_bytes, int nc, int64_t k, float *out)
+{
+    if (!cpu_qdot_takes(t) || nc < 1 || nc > CPU_QDOT_COLS)
+        return -1;
+    for (int c = 0; c < nc; c++)
+        dot_q8_1(t, w, (const uint8_t *)a + (size_t)c * col_bytes, k, &out[c]);
+    return 0;
+}
 
 const char *cpu_qdot_unit(void) { return "scalar"; }
 
 #endif
+
+int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float *out)
+{
+    return cpu_qdot_cols(t, w, a, 0, 1, k, out);
+}

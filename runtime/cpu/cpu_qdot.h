@@ -15,6 +15,12 @@
  * without a Q8_1 dot (as dot_q8_1). */
 int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float *out);
 
+/* The same for nc columns (at most CPU_QDOT_COLS), col_bytes apart, into
+ * out[0..nc): each weight block unpacked once for all of them (prompt
+ * processing); every column's result is cpu_qdot's. */
+#define CPU_QDOT_COLS 8
+int cpu_qdot_cols(enum tensor_type t, const void *w, const void *a, size_t col_bytes, int nc, int64_t k, float *out);
+
 /* Whether cpu_qdot takes weights of type t (the eight quantized types with a Q8_1 dot). */
 bool cpu_qdot_takes(enum tensor_type t);
 
