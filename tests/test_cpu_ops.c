@@ -370,18 +370,21 @@ Test(cpu_ops, block_dot_products_equal_the_reference_bits)
 }
 
 /* The fast path's row dot (cpu_qdot: integer code sums on AVX2 where the
- * processor has it) gives quant_dot.c's dot_q8_1, bit for bit, for every
- * quantized type, on rows of real widths and with offsets that make the
- * mins and the fifth and sixth bits matter. */
+ * processor has it, eight blocks at a time) gives cpu_qdot_reference's bits
+ * (quant_dot.c's terms in the documented lane order, no vector code) for
+ * every quantized type, on rows of real widths (896 = 28 blocks: a partial
+ * group of eight) and with offsets that make the mins and the fifth and
+ * sixth bits matter; several columns at once give each column's own bits;
+ * and the sum stays within float rounding of dot_q8_1's left-to-right one. */
 Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
 {
     static const enum tensor_type qtypes[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1,
-                                              TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K };
+                                               TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K };
     static const int64_t widths[] = { 896, 4864, 4096 };
     struct rng r;
     rng_seed(&r, 2024);
-    static float w[4864], a[4864];
-    static uint8_t wq[4864 * 2], aq[4864 / 32 * 36];
+    static float w[4864], a[4864], col[4864];
+    static uint8_t wq[4864 * 2], aq[4864 / 32 * 36], split[3][4864 * 2];
     int checked = 0;
     for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++)
         for (size_t s = 0; s < sizeof widths / sizeof widths[0]; s++) {
@@ -394,35 +397,37 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
                     a[i] = rng_normal(&r) * (trial == 2 ? 50.0f : 1.0f);
                 }
                 quantize_row(qtypes[t], w, wq, k);
-                quant_q8_1(a, aq, k);
-                float want, got;
-                cr_assert_eq(dot_q8_1(qtypes[t], wq, aq, k, &want), 0);
-                cr_assert_eq(cpu_qdot(qtypes[t], wq, aq, k, &got), 0);
-                cr_assert(memcmp(&want, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
-                          type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)want);
-                /* several columns at once: each one's own bits (the first is a's, the rest scaled copies) */
-                static uint8_t cols[3][4864 / 32 * 36];
-                size_t col = (size_t)(k / 32) * 36;
-                for (int c = 0; c < 3; c++) {
+                size_t cb = cpu_q8_bytes(k);
+                uint8_t *packed = malloc(3 * cb);
+                for (int c = 0; c < 3; c++) { /* column 0 is a, the others scaled and shifted copies */
                     for (int64_t i = 0; i < k; i++)
-                        w[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
-                    quant_q8_1(w, cols[c], k);
+                        col[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
+                    cpu_q8_quantize(col, k, split[c]);
+                    memcpy(packed + (size_t)c * cb, split[c], cb);
                 }
-                uint8_t packed[3 * 4864 / 32 * 36];
-                for (int c = 0; c < 3; c++)
-                    memcpy(packed + (size_t)c * col, cols[c], col);
-                float many[3];
-                cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, col, 3, k, many), 0);
+                float got, many[3], ref;
+                cr_assert_eq(cpu_qdot(qtypes[t], wq, split[0], k, &got), 0);
+                ref = cpu_qdot_reference(qtypes[t], wq, split[0], k);
+                cr_assert(memcmp(&ref, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
+                          type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)ref);
+                cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, cb, 3, k, many), 0);
                 for (int c = 0; c < 3; c++) {
-                    cr_assert_eq(dot_q8_1(qtypes[t], wq, cols[c], k, &want), 0);
-                    cr_assert(memcmp(&want, &many[c], sizeof want) == 0, "%s k=%lld column %d of 3: %.9g, alone %.9g",
-                              type_name(qtypes[t]), (long long)k, c, (double)many[c], (double)want);
+                    ref = cpu_qdot_reference(qtypes[t], wq, split[c], k);
+                    cr_assert(memcmp(&ref, &many[c], sizeof ref) == 0, "%s k=%lld column %d of 3: %.9g, the reference %.9g",
+                              type_name(qtypes[t]), (long long)k, c, (double)many[c], (double)ref);
                 }
+                /* the same terms as dot_q8_1 (which adds them left to right) */
+                float left;
+                quant_q8_1(a, aq, k);
+                cr_assert_eq(dot_q8_1(qtypes[t], wq, aq, k, &left), 0);
+                cr_assert_leq(fabs((double)left - got), 1e-5 * (fabs((double)left) + 1), "%s k=%lld: %.9g against dot_q8_1's %.9g",
+                              type_name(qtypes[t]), (long long)k, (double)got, (double)left);
+                free(packed);
                 checked++;
             }
         }
     cr_assert_geq(checked, 50);
     float out = 7;
-    cr_assert_eq(cpu_qdot(TYPE_F16, wq, aq, 64, &out), -1);
-    cr_assert_eq(cpu_qdot_cols(TYPE_Q8_0, wq, aq, 0, CPU_QDOT_COLS + 1, 64, &out), -1);
+    cr_assert_eq(cpu_qdot(TYPE_F16, wq, split[0], 64, &out), -1);
+    cr_assert_eq(cpu_qdot_cols(TYPE_Q8_0, wq, split[0], 0, CPU_QDOT_COLS + 1, 64, &out), -1);
 }

@@ -46,7 +46,7 @@ struct cpu_scratch {
     int n_threads;     /* matmuls and attention are split among this many threads */
     int64_t k_max;
     struct cpu_pool *pool; /* n_threads - 1 workers */
-    uint8_t *xq;       /* the fast path's Q8_1 input: n_batch columns of k_max / 32 blocks */
+    uint8_t *xq;       /* the fast path's Q8_1 input: n_batch columns (cpu_q8_bytes each) */
 };
 
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/cpu_qdot.h"
 
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e)
 {
@@ -18,7 +19,7 @@ int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct er
     s->rows = calloc(threads * CPU_ROW_BLOCK * (size_t)z->k_max, sizeof *s->rows);
     s->tiles = malloc(threads * CPU_ROW_BLOCK * CPU_COL_BLOCK * sizeof *s->tiles);
     s->att = malloc(threads * s->att_floats * sizeof *s->att);
-    s->xq = malloc((size_t)(z->k_max / 32 + 1) * 36 * (size_t)(z->n_batch > 0 ? z->n_batch : 1));
+    s->xq = malloc(cpu_q8_bytes(z->k_max + 32) * (size_t)(z->n_batch > 0 ? z->n_batch : 1));
     if (!s->row || !s->rows || !s->tiles || !s->att || !s->xq) {
         cpu_scratch_free(s);
         return fail(e, "out of memory for CPU scratch (rows of %lld, context %lld, %d threads)", (long long)z->k_max,

@@ -103,7 +103,7 @@ static void *run_qrows(void *arg)
     const struct qjob *j = arg;
     const struct weight *w = j->w;
     int64_t k = w->ne[0], n = w->ne[1];
-    size_t row_bytes = type_bytes(w->type, (uint64_t)k), col_bytes = (size_t)(k / 32) * 36;
+    size_t row_bytes = type_bytes(w->type, (uint64_t)k), col_bytes = cpu_q8_bytes(k);
     for (int64_t r = j->r0; r < j->r1; r++) {
         const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * row_bytes;
         for (int64_t c0 = 0; c0 < j->nt; c0 += CPU_QDOT_COLS) {
@@ -169,7 +169,7 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
     const uint8_t *xq = NULL; /* the fast path: x as Q8_1, made once for every matrix of the node */
     if (r->q8 && xn->ne[0] % 32 == 0) {
         for (int64_t c = 0; c < nt; c++)
-            quant_q8_1(x + c * xn->ne[0], s->xq + (size_t)c * (size_t)(xn->ne[0] / 32) * 36, xn->ne[0]);
+            cpu_q8_quantize(x + c * xn->ne[0], xn->ne[0], s->xq + (size_t)c * cpu_q8_bytes(xn->ne[0]));
         xq = s->xq;
     }
     switch (n->op) {

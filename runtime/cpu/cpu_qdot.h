@@ -1,18 +1,27 @@
 /* cpu_qdot.h: the fast CPU path's dot product: a weight row of a quantized
  * type in its GGUF layout against a row of Q8_1 activations, the integer
  * code sums on the vector unit the processor has (AVX2, chosen at run time;
- * otherwise quant_dot.c's scalar loop). The result is dot_q8_1's, bit for
- * bit, whichever unit computes it. */
+ * otherwise scalar code). The float terms are quant_dot.c's, and their
+ * order is fixed: block j's term into lane j % 8 (in block order), then the
+ * lanes as (l0 + l4) + (l2 + l6) + ((l1 + l5) + (l3 + l7)); so the bits
+ * are the same whichever unit computes them (cpu_qdot_reference). */
 #ifndef MINFER_CPU_QDOT_H
 #define MINFER_CPU_QDOT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "quant/tensor_type.h"
 
-/* *out = the dot of k elements (a: k / 32 Q8_1 blocks); 0, or -1 for a type
- * without a Q8_1 dot (as dot_q8_1). */
+/* Activations as the fast path reads them: n values quantized as quant_q8_1
+ * does, split for wide loads: the n codes, then the n / 32 scales d, then
+ * the n / 32 sums s, as floats (the f16 values widened, exactly). */
+size_t cpu_q8_bytes(int64_t n);
+void cpu_q8_quantize(const float *x, int64_t n, void *out);
+
+/* *out = the dot of k elements of w against a (cpu_q8_quantize's layout);
+ * 0, or -1 for a type without a Q8_1 dot (the float types, Q2_K, Q3_K). */
 int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float *out);
 
 /* The same for nc columns (at most CPU_QDOT_COLS), col_bytes apart, into
@@ -20,6 +29,10 @@ int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float 
  * processing); every column's result is cpu_qdot's. */
 #define CPU_QDOT_COLS 8
 int cpu_qdot_cols(enum tensor_type t, const void *w, const void *a, size_t col_bytes, int nc, int64_t k, float *out);
+
+/* The same dot from quant_dot.c's dot_q8_1_terms, added in the order above,
+ * with no vector code: what cpu_qdot must equal bit for bit. */
+float cpu_qdot_reference(enum tensor_type t, const void *w, const void *a, int64_t k);
 
 /* Whether cpu_qdot takes weights of type t (the eight quantized types with a Q8_1 dot). */
 bool cpu_qdot_takes(enum tensor_type t);
