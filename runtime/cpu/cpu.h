@@ -7,7 +7,7 @@
  * Q8_1-activation kernels are measured against). The fast path (cpu-fast)
  * runs the same graphs with one change: a matmul of quantized weights
  * quantizes its input to Q8_1 and takes integer dot products (cpu_qdot.h),
- * as the GPU does. */
+ * as the GPU does, in its own fixed order. */
 #ifndef MINFER_CPU_H
 #define MINFER_CPU_H
 
