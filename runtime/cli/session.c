@@ -25,13 +25,15 @@ static const char *bound(double x, char *buf, size_t n)
     return buf;
 }
 
-static int number(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out)
+/* A count (whole) or a real number in [lo, hi]; a fraction for a count is
+ * an error, not truncated. */
+static int number(const char *cmd, const char *flag, const char *v, double lo, double hi, bool real, double *out)
 {
     char *end, a[32], b[32];
     double x = v ? strtod(v, &end) : 0;
-    if (!v || *end || end == v || x < lo || x > hi)
-        return die("%s: %s wants a number in [%s, %s], got '%s'", cmd, flag, bound(lo, a, sizeof a),
-                   bound(hi, b, sizeof b), v ? v : "nothing");
+    if (!v || *end || end == v || x < lo || x > hi || (!real && x != floor(x)))
+        return die("%s: %s wants a %s in [%s, %s], got '%s'", cmd, flag, real ? "number" : "whole number",
+                   bound(lo, a, sizeof a), bound(hi, b, sizeof b), v ? v : "nothing");
     *out = x;
     return 0;
 }
@@ -43,18 +45,19 @@ struct number_flag {
     const char *name, *alias;
     double lo, hi;
     enum flag_use use;
+    bool real;          /* takes fractions; the others are counts */
 };
 
 static const struct number_flag number_flags[] = {
-    { "-c", "--ctx-size", 1, 1 << 22, ALL },   { "-b", "--batch-size", 1, 1 << 16, ALL },
-    { "-t", "--threads", 1, 64, ALL },         { "-n", NULL, -1, 1 << 24, ALL },
-    { "-p", NULL, 0, 1 << 20, BENCH },         { "-r", NULL, 1, 1000, BENCH },
-    { "-d", "--depth", 0, 1 << 22, BENCH },
-    { "--keep", NULL, 0, 1 << 22, NOT_BENCH }, { "--temp", NULL, 0, 100, NOT_BENCH },
-    { "--top-k", NULL, 0, 1 << 24, NOT_BENCH }, { "--top-p", NULL, 0, 1, NOT_BENCH },
-    { "--min-p", NULL, 0, 1, NOT_BENCH },      { "--repeat-penalty", NULL, 0.01, 100, NOT_BENCH },
-    { "--repeat-last-n", NULL, 0, 1 << 16, NOT_BENCH }, { "--seed", NULL, 0, 1e18, NOT_BENCH },
-    { "--chunks", NULL, 1, 1 << 24, PERPLEXITY },
+    { "-c", "--ctx-size", 1, 1 << 22, ALL, false },   { "-b", "--batch-size", 1, 1 << 16, ALL, false },
+    { "-t", "--threads", 1, 64, ALL, false },         { "-n", NULL, -1, 1 << 24, ALL, false },
+    { "-p", NULL, 0, 1 << 20, BENCH, false },         { "-r", NULL, 1, 1000, BENCH, false },
+    { "-d", "--depth", 0, 1 << 22, BENCH, false },
+    { "--keep", NULL, 0, 1 << 22, NOT_BENCH, false }, { "--temp", NULL, 0, 100, NOT_BENCH, true },
+    { "--top-k", NULL, 0, 1 << 24, NOT_BENCH, false }, { "--top-p", NULL, 0, 1, NOT_BENCH, true },
+    { "--min-p", NULL, 0, 1, NOT_BENCH, true },      { "--repeat-penalty", NULL, 0.01, 100, NOT_BENCH, true },
+    { "--repeat-last-n", NULL, 0, 1 << 16, NOT_BENCH, false }, { "--seed", NULL, 0, 1e18, NOT_BENCH, false },
+    { "--chunks", NULL, 1, 1 << 24, PERPLEXITY, false },
 };
 
 static void set_number(struct session_options *o, const char *name, double x, bool bench)
@@ -159,7 +162,7 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
         if (f) {
             /* bench counts tokens from 0; -n elsewhere allows -1, "until the end" */
             double lo = bench && strcmp(f->name, "-n") == 0 ? 0 : f->lo;
-            if (number(cmd, a, v, lo, f->hi, &x))
+            if (number(cmd, a, v, lo, f->hi, f->real, &x))
                 return -1;
             set_number(o, f->name, x, bench);
             i++;
