@@ -385,48 +385,56 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
     rng_seed(&r, 2024);
     static float w[4864], a[4864], col[4864];
     static uint8_t wq[4864 * 2], aq[4864 / 32 * 36], split[3][4864 * 2];
-    int checked = 0;
-    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++)
-        for (size_t s = 0; s < sizeof widths / sizeof widths[0]; s++) {
-            int64_t k = widths[s];
-            if (k % type_info(qtypes[t])->block_elems)
-                continue;
-            for (int trial = 0; trial < 3; trial++) {
-                for (int64_t i = 0; i < k; i++) {
-                    w[i] = 0.02f * rng_normal(&r) + (trial == 1 ? 0.03f : 0.0f);
-                    a[i] = rng_normal(&r) * (trial == 2 ? 50.0f : 1.0f);
+    static const char *const units[] = { "avx512-vnni", "avx2", "scalar" };
+    int checked = 0, n_units = 0;
+    for (int u = 0; u < 3; u++) {
+        if (cpu_qdot_use(units[u]) != 0)
+            continue; /* this processor lacks it */
+        n_units++;
+        for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++)
+            for (size_t s = 0; s < sizeof widths / sizeof widths[0]; s++) {
+                int64_t k = widths[s];
+                if (k % type_info(qtypes[t])->block_elems)
+                    continue;
+                for (int trial = 0; trial < 3; trial++) {
+                    for (int64_t i = 0; i < k; i++) {
+                        w[i] = 0.02f * rng_normal(&r) + (trial == 1 ? 0.03f : 0.0f);
+                        a[i] = rng_normal(&r) * (trial == 2 ? 50.0f : 1.0f);
+                    }
+                    quantize_row(qtypes[t], w, wq, k);
+                    size_t cb = cpu_q8_bytes(k);
+                    uint8_t *packed = malloc(3 * cb);
+                    for (int c = 0; c < 3; c++) { /* column 0 is a, the others scaled and shifted copies */
+                        for (int64_t i = 0; i < k; i++)
+                            col[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
+                        cpu_q8_quantize(col, k, split[c]);
+                        memcpy(packed + (size_t)c * cb, split[c], cb);
+                    }
+                    float got, many[3], ref;
+                    cr_assert_eq(cpu_qdot(qtypes[t], wq, split[0], k, &got), 0);
+                    ref = cpu_qdot_reference(qtypes[t], wq, split[0], k);
+                    cr_assert(memcmp(&ref, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
+                              type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)ref);
+                    cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, cb, 3, k, many), 0);
+                    for (int c = 0; c < 3; c++) {
+                        ref = cpu_qdot_reference(qtypes[t], wq, split[c], k);
+                        cr_assert(memcmp(&ref, &many[c], sizeof ref) == 0, "%s k=%lld column %d of 3: %.9g, the reference %.9g",
+                                  type_name(qtypes[t]), (long long)k, c, (double)many[c], (double)ref);
+                    }
+                    /* the same terms as dot_q8_1 (which adds them left to right) */
+                    float left;
+                    quant_q8_1(a, aq, k);
+                    cr_assert_eq(dot_q8_1(qtypes[t], wq, aq, k, &left), 0);
+                    cr_assert_leq(fabs((double)left - got), 1e-5 * (fabs((double)left) + 1), "%s k=%lld: %.9g against dot_q8_1's %.9g",
+                                  type_name(qtypes[t]), (long long)k, (double)got, (double)left);
+                    free(packed);
+                    checked++;
                 }
-                quantize_row(qtypes[t], w, wq, k);
-                size_t cb = cpu_q8_bytes(k);
-                uint8_t *packed = malloc(3 * cb);
-                for (int c = 0; c < 3; c++) { /* column 0 is a, the others scaled and shifted copies */
-                    for (int64_t i = 0; i < k; i++)
-                        col[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
-                    cpu_q8_quantize(col, k, split[c]);
-                    memcpy(packed + (size_t)c * cb, split[c], cb);
-                }
-                float got, many[3], ref;
-                cr_assert_eq(cpu_qdot(qtypes[t], wq, split[0], k, &got), 0);
-                ref = cpu_qdot_reference(qtypes[t], wq, split[0], k);
-                cr_assert(memcmp(&ref, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
-                          type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)ref);
-                cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, cb, 3, k, many), 0);
-                for (int c = 0; c < 3; c++) {
-                    ref = cpu_qdot_reference(qtypes[t], wq, split[c], k);
-                    cr_assert(memcmp(&ref, &many[c], sizeof ref) == 0, "%s k=%lld column %d of 3: %.9g, the reference %.9g",
-                              type_name(qtypes[t]), (long long)k, c, (double)many[c], (double)ref);
-                }
-                /* the same terms as dot_q8_1 (which adds them left to right) */
-                float left;
-                quant_q8_1(a, aq, k);
-                cr_assert_eq(dot_q8_1(qtypes[t], wq, aq, k, &left), 0);
-                cr_assert_leq(fabs((double)left - got), 1e-5 * (fabs((double)left) + 1), "%s k=%lld: %.9g against dot_q8_1's %.9g",
-                              type_name(qtypes[t]), (long long)k, (double)got, (double)left);
-                free(packed);
-                checked++;
             }
-        }
-    cr_assert_geq(checked, 50);
+    }
+    cr_assert_eq(cpu_qdot_use("best"), 0);
+    cr_log_info("cpu_qdot: %d units checked against the reference (the best here: %s)", n_units, cpu_qdot_unit());
+    cr_assert_geq(checked, 50 * n_units);
     float out = 7;
     cr_assert_eq(cpu_qdot(TYPE_F16, wq, split[0], 64, &out), -1);
     cr_assert_eq(cpu_qdot_cols(TYPE_Q8_0, wq, split[0], 0, CPU_QDOT_COLS + 1, 64, &out), -1);

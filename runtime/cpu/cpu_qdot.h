@@ -1,7 +1,7 @@
 /* cpu_qdot.h: the fast CPU path's dot product: a weight row of a quantized
  * type in its GGUF layout against a row of Q8_1 activations, the integer
- * code sums on the vector unit the processor has (AVX2, chosen at run time;
- * otherwise scalar code). The float terms are quant_dot.c's, and their
+ * code sums on the vector unit the processor has (AVX-512 VNNI or AVX2,
+ * chosen at run time; otherwise scalar code). The float terms are quant_dot.c's, and their
  * order is fixed: block j's term into lane j % 8 (in block order), then the
  * lanes as (l0 + l4) + (l2 + l6) + ((l1 + l5) + (l3 + l7)); so the bits
  * are the same whichever unit computes them (cpu_qdot_reference). */
@@ -37,7 +37,11 @@ float cpu_qdot_reference(enum tensor_type t, const void *w, const void *a, int64
 /* Whether cpu_qdot takes weights of type t (the eight quantized types with a Q8_1 dot). */
 bool cpu_qdot_takes(enum tensor_type t);
 
-/* "avx2" or "scalar": what cpu_qdot runs on here. */
+/* What cpu_qdot runs on: "avx512-vnni", "avx2" or "scalar", the best the
+ * processor has unless cpu_qdot_use chose another it has (0; -1 for a unit
+ * this processor lacks; "best" undoes the choice). The bits are the same
+ * on all of them. */
 const char *cpu_qdot_unit(void);
+int cpu_qdot_use(const char *unit);
 
 #endif
