@@ -6,6 +6,7 @@
  * over the GPL-3 text. This suite needs the model (tools/fetch-model.sh, run
  * by tools/test.sh); it is its own binary, run on the release build only. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,18 +150,32 @@ static double log_sum_exp(const float *x, int64_t n)
     return max + log(s);
 }
 
+/* The CPU devices each test runs on: the f32 reference and the fast path
+ * (Q8_1 activations, as llama.cpp's CPU path has too). */
+struct device {
+    char name[16];
+};
+static struct device devices[] = { { "cpu" }, { "cpu-fast" } };
+
+ParameterizedTestParameters(real_model, teacher_forced_logits_match_llama_cpp)
+{
+    return cr_make_param_array(struct device, devices, sizeof devices / sizeof devices[0]);
+}
+
 /* Teacher forcing over llama.cpp's tokens: the argmax agrees at (nearly)
  * every position, and KL(llama.cpp || minfer) over llama.cpp's top 20 (the
  * mass they carry, each term p log p/q with both sides normalized over the
  * whole vocabulary) stays small. The two engines differ in the order of
- * their sums and in llama.cpp's Q8 activations, so bits are not expected. */
-Test(real_model, teacher_forced_logits_match_llama_cpp)
+ * their sums (and the reference in llama.cpp's Q8 activations), so bits are
+ * not expected. */
+ParameterizedTest(struct device *device, real_model, teacher_forced_logits_match_llama_cpp)
 {
     struct model m;
     struct error e;
     cr_assert_eq(model_open(&m, model_path(), &e), 0, "%s", e.msg);
     struct engine en;
-    struct engine_config cfg = { .n_ctx = POSITIONS, .n_batch = POSITIONS, .kv_type = KV_F16, .logits_all = true };
+    struct engine_config cfg = { .n_ctx = POSITIONS, .n_batch = POSITIONS, .kv_type = KV_F16, .logits_all = true,
+                                 .device = device->name };
     cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
     int64_t nv = en.n_vocab;
     float *logits = malloc((size_t)(POSITIONS * nv) * sizeof *logits);
@@ -183,14 +198,15 @@ Test(real_model, teacher_forced_logits_match_llama_cpp)
             prompt_kl += kl;
             kl_max = fmax(kl_max, kl);
         }
-        cr_log_info("%s: argmax agrees at %d of %d positions, mean KL over the top %d %.2e", p->name, prompt_agree,
-                    POSITIONS, TOP, prompt_kl / POSITIONS);
+        cr_log_info("%s, %s: argmax agrees at %d of %d positions, mean KL over the top %d %.2e", device->name, p->name,
+                    prompt_agree, POSITIONS, TOP, prompt_kl / POSITIONS);
         agree += prompt_agree;
         total += POSITIONS;
         kl_sum += prompt_kl;
     }
     double kl_mean = kl_sum / total;
-    cr_log_info("all: argmax agrees at %d of %d, mean KL %.2e, worst position %.2e", agree, total, kl_mean, kl_max);
+    cr_log_info("%s, all: argmax agrees at %d of %d, mean KL %.2e, worst position %.2e", device->name, agree, total, kl_mean,
+                kl_max);
     cr_assert_geq(agree, (int)ceil(0.99 * total), "argmax agrees at only %d of %d positions", agree, total);
     cr_assert_leq(kl_mean, KL_BOUND, "mean KL over llama.cpp's top 20 is %.3g, above %.3g", kl_mean, KL_BOUND);
     free(logits);
@@ -198,36 +214,46 @@ Test(real_model, teacher_forced_logits_match_llama_cpp)
     model_close(&m);
 }
 
+ParameterizedTestParameters(real_model, greedy_tokens_equal_llama_cpp)
+{
+    return cr_make_param_array(struct device, devices, sizeof devices / sizeof devices[0]);
+}
+
 /* Greedy decoding after the chat prompt: llama.cpp's first sixteen tokens. */
-Test(real_model, greedy_tokens_equal_llama_cpp)
+ParameterizedTest(struct device *device, real_model, greedy_tokens_equal_llama_cpp)
 {
     struct model m;
     struct error e;
     cr_assert_eq(model_open(&m, model_path(), &e), 0, "%s", e.msg);
     struct engine en;
-    struct engine_config cfg = { .n_ctx = 256, .n_batch = 128, .kv_type = KV_F16 };
+    struct engine_config cfg = { .n_ctx = 256, .n_batch = 128, .kv_type = KV_F16, .device = device->name };
     cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
     cr_assert_eq(engine_eval(&en, ref.greedy_prompt, ref.n_greedy_prompt, &e), 0, "%s", e.msg);
     for (int i = 0; i < ref.n_greedy; i++) {
         int32_t next = argmax(engine_logits(&en, &e), en.n_vocab);
-        cr_assert_eq(next, ref.greedy[i], "greedy token %d is %d, llama.cpp chose %d", i, next, ref.greedy[i]);
+        cr_assert_eq(next, ref.greedy[i], "%s: greedy token %d is %d, llama.cpp chose %d", device->name, i, next, ref.greedy[i]);
         cr_assert_eq(engine_eval(&en, &next, 1, &e), 0, "%s", e.msg);
     }
     engine_free(&en);
     model_close(&m);
 }
 
+ParameterizedTestParameters(real_model, perplexity_within_one_percent_of_llama_cpp)
+{
+    return cr_make_param_array(struct device, devices, sizeof devices / sizeof devices[0]);
+}
+
 /* `minfer perplexity` over the corpus: within 1% of llama.cpp's. */
-Test(real_model, perplexity_within_one_percent_of_llama_cpp)
+ParameterizedTest(struct device *device, real_model, perplexity_within_one_percent_of_llama_cpp)
 {
     char cmd[2048], *out;
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f /usr/share/common-licenses/GPL-3 -c %d 2>&1", minfer_bin(),
-             model_path(), ref.ppl_ctx);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f /usr/share/common-licenses/GPL-3 -c %d --device %s 2>&1",
+             minfer_bin(), model_path(), ref.ppl_ctx, device->name);
     cr_assert_eq(run_cmd(cmd, &out), 0, "%s\n%s", cmd, out);
     const char *at = strstr(out, "Final estimate: PPL = ");
     cr_assert_not_null(at, "%s", out);
     double ppl = atof(at + strlen("Final estimate: PPL = "));
-    cr_log_info("perplexity %.4f, llama.cpp %.4f (%+.2f%%)", ppl, ref.ppl, 100 * (ppl / ref.ppl - 1));
+    cr_log_info("%s: perplexity %.4f, llama.cpp %.4f (%+.2f%%)", device->name, ppl, ref.ppl, 100 * (ppl / ref.ppl - 1));
     cr_assert_lt(fabs(ppl / ref.ppl - 1), 0.01, "perplexity %.4f is not within 1%% of llama.cpp's %.4f", ppl, ref.ppl);
     free(out);
 }
