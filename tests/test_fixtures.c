@@ -3,7 +3,8 @@
  * greedy tokens on the GPU machine). For each tiny model and weight type:
  * the logits at every position of the fixed sequence, the 32 greedy tokens
  * after it, and that a batch gives the same bits as the tokens one by one,
- * whether it makes the last token's logits or every token's. */
+ * whether it makes the last token's logits or every token's; and the
+ * same fixtures on the CPU fast path, judged as the GPU's are. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
@@ -137,6 +138,65 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
         cr_assert_eq(memcmp(all[t], step_logits[t], sizeof all[t]), 0, "%s %s: position %d of a logits-for-all batch differs",
                      f->config, f->type, t);
     cr_assert_eq(memcmp(engine_logits(&en, &e), all[N_TOKENS - 1], sizeof all[0]), 0);
+    engine_free(&en);
+    model_close(&m);
+    free(golden);
+}
+
+ParameterizedTestParameters(fixtures, fast_cpu_path_gives_transformers_greedy_tokens)
+{
+    return cr_make_param_array(struct fixture, fixtures, sizeof fixtures / sizeof fixtures[0]);
+}
+
+/* The same fixtures on the CPU fast path (--device cpu-fast), judged as the
+ * GPU's are (it reads the same Q8_1 activations): logits within 5% of
+ * transformers' largest (the activations' rounding; these tiny random
+ * models' logits span little), and the greedy tokens equal up to the first
+ * step where they differ, which must be a near-tie that bound explains:
+ * transformers' pick within 5% of the largest logit of the fast path's
+ * best; past a flip the sequences have diverged and are not compared. */
+ParameterizedTest(struct fixture *f, fixtures, fast_cpu_path_gives_transformers_greedy_tokens, .timeout = 120)
+{
+    const double bound = 0.05;
+    int32_t want[N_GREEDY];
+    float *golden = read_golden(f, want);
+    const char *path = make_model(f);
+    struct model m;
+    struct error e;
+    cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
+    struct engine en;
+    struct engine_config cfg = { .n_ctx = 64, .n_batch = 16, .kv_type = KV_F32, .logits_all = true, .device = "cpu-fast" };
+    cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+    static float got[N_TOKENS][N_VOCAB];
+    cr_assert_eq(engine_eval_logits(&en, tokens, N_TOKENS, &got[0][0], &e), 0, "%s", e.msg);
+    double worst = 0;
+    for (int t = 0; t < N_TOKENS; t++) {
+        double diff = 0, scale = 0;
+        for (int i = 0; i < N_VOCAB; i++) {
+            diff = fmax(diff, fabs((double)got[t][i] - golden[t * N_VOCAB + i]));
+            scale = fmax(scale, fabs((double)golden[t * N_VOCAB + i]));
+        }
+        worst = fmax(worst, diff / scale);
+    }
+    cr_assert_leq(worst, bound, "%s %s: the fast path's logits differ from transformers' by %.3g of the largest", f->config,
+                  f->type, worst);
+    int same = 0;
+    for (; same < N_GREEDY; same++) {
+        const float *l = engine_logits(&en, &e);
+        int32_t next = argmax(l, N_VOCAB);
+        if (next != want[same]) {
+            double scale = 0;
+            for (int i = 0; i < N_VOCAB; i++)
+                scale = fmax(scale, fabs((double)l[i]));
+            cr_assert_leq((double)l[next] - l[want[same]], bound * scale, "%s %s: greedy token %d is %d, transformers "
+                          "chose %d, %.3g below it, beyond the bound %.3g", f->config, f->type, same, next, want[same],
+                          (double)l[next] - l[want[same]], bound * scale);
+            break;
+        }
+        cr_assert_eq(engine_eval(&en, &next, 1, &e), 0, "%s", e.msg);
+    }
+    cr_log_info("%s %s on cpu-fast: logits within %.3g of transformers'; greedy: %d of %d equal%s", f->config, f->type,
+                worst, same, N_GREEDY, same < N_GREEDY ? ", then a near-tie flip" : "");
     engine_free(&en);
     model_close(&m);
     free(golden);
