@@ -79,6 +79,19 @@ static float *read_golden(const struct fixture *f, int32_t *greedy)
     return g;
 }
 
+/* The fixture's golden logits and greedy tokens, and its model open in an
+ * engine of cfg (whose vocabulary must be the fixtures'). */
+static float *open_fixture(const struct fixture *f, const struct engine_config *cfg, int32_t *greedy, struct model *m,
+                           struct engine *en)
+{
+    float *golden = read_golden(f, greedy);
+    struct error e;
+    cr_assert_eq(model_open(m, make_model(f), &e), 0, "%s", e.msg);
+    cr_assert_eq(engine_init(en, m, cfg, &e), 0, "%s", e.msg);
+    cr_assert_eq(en->n_vocab, N_VOCAB);
+    return golden;
+}
+
 ParameterizedTestParameters(fixtures, transformers_logits_and_greedy_tokens)
 {
     return cr_make_param_array(struct fixture, fixtures, sizeof fixtures / sizeof fixtures[0]);
@@ -87,15 +100,11 @@ ParameterizedTestParameters(fixtures, transformers_logits_and_greedy_tokens)
 ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_tokens, .timeout = 120)
 {
     int32_t want_greedy[N_GREEDY];
-    float *golden = read_golden(f, want_greedy);
-    const char *path = make_model(f);
     struct model m;
-    struct error e;
-    cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
     struct engine en;
+    struct error e;
     struct engine_config cfg = { .n_ctx = 64, .n_batch = 16, .kv_type = KV_F32 };
-    cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
-    cr_assert_eq(en.n_vocab, N_VOCAB);
+    float *golden = open_fixture(f, &cfg, want_greedy, &m, &en);
     static float step_logits[N_TOKENS][N_VOCAB];
     double worst = 0;
     for (int t = 0; t < N_TOKENS; t++) {
@@ -159,14 +168,11 @@ ParameterizedTest(struct fixture *f, fixtures, fast_cpu_path_gives_transformers_
 {
     const double bound = 0.05;
     int32_t want[N_GREEDY];
-    float *golden = read_golden(f, want);
-    const char *path = make_model(f);
     struct model m;
-    struct error e;
-    cr_assert_eq(model_open(&m, path, &e), 0, "%s", e.msg);
     struct engine en;
+    struct error e;
     struct engine_config cfg = { .n_ctx = 64, .n_batch = 16, .kv_type = KV_F32, .logits_all = true, .device = "cpu-fast" };
-    cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+    float *golden = open_fixture(f, &cfg, want, &m, &en);
     static float got[N_TOKENS][N_VOCAB];
     cr_assert_eq(engine_eval_logits(&en, tokens, N_TOKENS, &got[0][0], &e), 0, "%s", e.msg);
     double worst = 0;

@@ -139,28 +139,13 @@ static void cpu_describe(void *state, char *buf, size_t n)
              s->run.q8 ? ", Q8_1 integer dots on " : "", s->run.q8 ? cpu_qdot_unit() : "");
 }
 
-const struct backend cpu_backend = {
-    .name = "cpu",
-    .available = cpu_available,
-    .supports = cpu_supports_node,
-    .init = cpu_init,
-    .free = cpu_free,
-    .write_input = cpu_write_input,
-    .execute = cpu_execute_graph,
-    .read_output = cpu_read_output,
-    .read_argmax = cpu_read_argmax,
-    .describe = cpu_describe,
-};
+/* The reference and the fast path differ only in their name and init. */
+#define CPU_BACKEND(NAME, INIT)                                                                            \
+    {                                                                                                      \
+        .name = NAME, .available = cpu_available, .supports = cpu_supports_node, .init = INIT,             \
+        .free = cpu_free, .write_input = cpu_write_input, .execute = cpu_execute_graph,                    \
+        .read_output = cpu_read_output, .read_argmax = cpu_read_argmax, .describe = cpu_describe,          \
+    }
 
-const struct backend cpu_fast_backend = {
-    .name = "cpu-fast",
-    .available = cpu_available,
-    .supports = cpu_supports_node,
-    .init = cpu_fast_init,
-    .free = cpu_free,
-    .write_input = cpu_write_input,
-    .execute = cpu_execute_graph,
-    .read_output = cpu_read_output,
-    .read_argmax = cpu_read_argmax,
-    .describe = cpu_describe,
-};
+const struct backend cpu_backend = CPU_BACKEND("cpu", cpu_init);
+const struct backend cpu_fast_backend = CPU_BACKEND("cpu-fast", cpu_fast_init);
