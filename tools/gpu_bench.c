@@ -1,6 +1,7 @@
 /* gpu_bench.c: the decode GEMV (cuda_matmul, one column) on the GPU at Qwen3-8B's shapes, against the
  * memory-bandwidth floor measured in the same run (a device-to-device copy).
- * Prints a table. usage: minfer-gpu-bench [REPS] */
+ * Each GEMV streams its weights from DRAM (copies beyond the L2, used in turn).
+ * Prints a table. usage: minfer-gpu-bench [REPS [SHAPE]] (SHAPE: one row of the table, from 0) */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,11 +11,13 @@
 #include "quant/quant.h"
 #include "rng.h"
 
+#define L2_FLUSH_BYTES ((size_t)256 << 20) /* a GEMV's weights, counted over its copies */
+
 static int fail_line(const struct error *e) { return fprintf(stderr, "gpu-bench: %s\n", e->msg), 1; }
 
 int main(int argc, char **argv)
 {
-    int reps = argc > 1 ? atoi(argv[1]) : 200, n_dev = 0;
+    int reps = argc > 1 ? atoi(argv[1]) : 200, only = argc > 2 ? atoi(argv[2]) : -1, n_dev = 0;
     struct error e;
     if (reps < 1 || cuda_device_count(&n_dev, &e) || n_dev == 0)
         return fprintf(stderr, "gpu-bench: no CUDA device (or bad REPS)\n"), 1;
@@ -43,12 +46,19 @@ int main(int argc, char **argv)
         enum tensor_type t;
         int64_t k, n;
         const char *what;
-    } shapes[] = { { TYPE_Q4_K, 4096, 4096, "Q4_K (attn_q, attn_output)" }, { TYPE_Q4_K, 4096, 12288, "Q4_K (ffn_gate/up)" },
-                   { TYPE_Q6_K, 12288, 4096, "Q6_K (ffn_down)" }, { TYPE_Q6_K, 4096, 151936, "Q6_K (output)" },
-                   { TYPE_Q8_0, 4096, 4096, "Q8_0" } };
+        int pair; /* a SwiGLU pair (two such matrices, the Q8_1 product out) */
+    } shapes[] = { { TYPE_Q4_K, 4096, 4096, "Q4_K (attn_q, attn_output)", 0 },
+                   { TYPE_Q4_K, 4096, 12288, "Q4_K (ffn_gate/up)", 0 },
+                   { TYPE_Q4_K, 4096, 12288, "Q4_K gate + up pair, Q8_1 out", 1 },
+                   { TYPE_Q6_K, 12288, 4096, "Q6_K (ffn_down)", 0 },
+                   { TYPE_Q6_K, 4096, 151936, "Q6_K (output)", 0 },
+                   { TYPE_Q8_0, 4096, 4096, "Q8_0", 0 },
+                   { TYPE_Q8_0, 4096, 12288, "Q8_0 gate + up pair, Q8_1 out", 1 } };
     struct rng r;
     rng_seed(&r, 1);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        if (only >= 0 && (size_t)only != s)
+            continue;
         int64_t k = shapes[s].k, n = shapes[s].n;
         size_t wbytes = type_bytes(shapes[s].t, (uint64_t)(k * n));
         uint8_t *wq = malloc(wbytes);
@@ -60,23 +70,39 @@ int main(int argc, char **argv)
         for (int64_t j = 1; j < n; j++)
             for (size_t b2 = 0; b2 < row_bytes; b2++)
                 wq[(size_t)j * row_bytes + b2] = wq[b2];
-        void *dw, *dx, *dxf, *dy;
-        if (cuda_alloc(&dw, wbytes, "weights", &e) || cuda_alloc(&dxf, (size_t)k * 4, "x", &e) ||
-            cuda_alloc(&dx, (size_t)(k / 32) * 36, "x q8_1", &e) || cuda_alloc(&dy, (size_t)n * 4, "y", &e) ||
-            cuda_upload(dw, wq, wbytes, &e) || cuda_upload(dxf, row, (size_t)k * 4, &e) ||
-            cuda_quantize_q8_1(dxf, dx, k, NULL, &e) || cuda_matmul(shapes[s].t, dw, k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) ||
-            cuda_timer_start(&t, &e))
-            return fail_line(&e);
-        for (int i = 0; i < reps; i++)
-            if (cuda_matmul(shapes[s].t, dw, k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e))
+        /* copies enough to overflow the 60 MB L2, used in turn, so each GEMV streams from DRAM as in a model */
+        enum { COPIES_MAX = 32 };
+        const int copies = (int)(wbytes >= L2_FLUSH_BYTES / 2 ? 2 : (L2_FLUSH_BYTES + wbytes - 1) / wbytes);
+        void *dw[COPIES_MAX], *dx, *dxf, *dy, *dq;
+        unsigned *dt, *zero = calloc((size_t)(n / 32), sizeof *zero);
+        for (int c = 0; c < copies; c++)
+            if (cuda_alloc(&dw[c], wbytes, "weights", &e) || cuda_upload(dw[c], wq, wbytes, &e))
                 return fail_line(&e);
+        if (cuda_alloc(&dq, (size_t)(n / 32) * 36, "product q8_1", &e) ||
+            cuda_alloc((void **)&dt, (size_t)(n / 32) * sizeof *zero, "tickets", &e) ||
+            cuda_upload(dt, zero, (size_t)(n / 32) * sizeof *zero, &e) || cuda_alloc(&dxf, (size_t)k * 4, "x", &e) ||
+            cuda_alloc(&dx, (size_t)(k / 32) * 36, "x q8_1", &e) || cuda_alloc(&dy, (size_t)n * 4, "y", &e) ||
+            cuda_upload(dxf, row, (size_t)k * 4, &e) || cuda_quantize_q8_1(dxf, dx, k, NULL, &e) ||
+            cuda_matmul(shapes[s].t, dw[0], k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) || cuda_timer_start(&t, &e))
+            return fail_line(&e);
+        for (int i = 0; i < reps; i++) {
+            /* a pair's gate and up: two copies */
+            const struct cuda_matrix pair[2] = { { shapes[s].t, dw[i % copies], n, NULL, dy },
+                                                 { shapes[s].t, dw[(i + 1) % copies], n, NULL, NULL } };
+            if (shapes[s].pair ? cuda_matmul_multi(pair, 2, k, dx, NULL, 1, NULL, CUDA_EPI_PAIR, dq, dt, NULL, NULL, &e)
+                               : cuda_matmul(shapes[s].t, dw[i % copies], k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e))
+                return fail_line(&e);
+        }
         if (cuda_timer_stop(t, &ms, &e))
             return fail_line(&e);
+        wbytes *= shapes[s].pair ? 2 : 1;
         double us = ms * 1e3 / reps, gbs = (double)wbytes / (us * 1e-6) / 1e9;
         printf("| %s | %lld | %lld | %.1f | %.1f | %.0f | %.0f%% |\n", shapes[s].what, (long long)k, (long long)n,
                (double)wbytes / 1048576.0, us, gbs, 100.0 * gbs / floor_gbs);
-        cuda_free(dw), cuda_free(dx), cuda_free(dxf), cuda_free(dy);
-        free(wq), free(row);
+        for (int c = 0; c < copies; c++)
+            cuda_free(dw[c]);
+        cuda_free(dq), cuda_free(dt), cuda_free(dx), cuda_free(dxf), cuda_free(dy);
+        free(wq), free(row), free(zero);
     }
     return 0;
 }

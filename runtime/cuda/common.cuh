@@ -248,50 +248,132 @@ __device__ static inline int dot8(const unsigned q[8], const int a[8])
     return s;
 }
 
-/* Q6_K: 32-element block sb of a 210-byte superblock; codes are 6-bit, low
- * 4 bits in ql and high 2 in qh, minus 32; two scales of 16 elements. */
-__device__ static inline float block_dot_q6_k(const uint8_t *row, int64_t j, const struct q8_1_block &x)
+/* The 6-bit scales and mins of sub-blocks 2p and 2p + 1 of a Q4_K/Q5_K
+ * superblock, from its 12 packed bytes s[0..2] (bytes 4..15). Sub-blocks
+ * 0..3 keep theirs in the low 6 bits of bytes 0..3 (scales) and 4..7
+ * (mins); 4..7 in the nibbles of bytes 8..11 with the top 2 bits in the
+ * spare bits of bytes 0..7. Both cases are formed four bytes at a time and
+ * one is selected, so the lanes of a warp do not diverge. */
+__device__ static inline void k_scale_min_pair(const unsigned s[3], int p, int sc[2], int mn[2])
 {
-    const uint8_t *b = row + (j / 8) * 210;
-    const int sb = (int)(j % 8);
-    const uint8_t *ql = b + 64 * (sb / 4) + 32 * (sb % 2), *qh = b + 128 + 32 * (sb / 4);
-    const int lo_shift = 4 * ((sb % 4) / 2), hi_shift = 2 * (sb % 4);
-    const int8_t *sc = (const int8_t *)(b + 192) + 2 * sb;
-    unsigned lo[8], hi[8];
-    words2<8>(ql, lo);
-    words2<8>(qh, hi);
-    int s2[2] = { 0, 0 };
+    const unsigned lo_sc = s[0] & 0x3f3f3f3fu, lo_mn = s[1] & 0x3f3f3f3fu;
+    const unsigned hi_sc = (s[2] & 0x0f0f0f0fu) | ((s[0] >> 2) & 0x30303030u);
+    const unsigned hi_mn = ((s[2] >> 4) & 0x0f0f0f0fu) | ((s[1] >> 2) & 0x30303030u);
+    const unsigned shift = 16 * (p % 2);
+    const unsigned scs = (p < 2 ? lo_sc : hi_sc) >> shift, mns = (p < 2 ? lo_mn : hi_mn) >> shift;
+    sc[0] = (int)(scs & 0xff), sc[1] = (int)((scs >> 8) & 0xff);
+    mn[0] = (int)(mns & 0xff), mn[1] = (int)((mns >> 8) & 0xff);
+}
+
+/* Two consecutive Q8_1 blocks from an 8-byte-aligned a (72 bytes: nine
+ * 8-byte loads instead of eighteen 4-byte ones). */
+__device__ static inline void q8_1_pair_at(const uint8_t *a, struct q8_1_block x[2])
+{
+    unsigned w[18];
+#pragma unroll
+    for (int t = 0; t < 9; t++) {
+        const uint2 v = ((const uint2 *)a)[t];
+        w[2 * t] = v.x, w[2 * t + 1] = v.y;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            x[i].q[t] = (int)w[9 * i + 1 + t];
+        x[i].d = __half2float(__ushort_as_half((unsigned short)(w[9 * i] & 0xffff)));
+        x[i].s = __half2float(__ushort_as_half((unsigned short)(w[9 * i] >> 16)));
+    }
+}
+
+/* Four consecutive Q8_1 blocks from a 16-byte-aligned a (144 bytes: nine
+ * 16-byte loads). */
+__device__ static inline void q8_1_quad_at(const uint8_t *a, struct q8_1_block x[4])
+{
+    unsigned w[36];
+#pragma unroll
+    for (int t = 0; t < 9; t++) {
+        const uint4 v = ((const uint4 *)a)[t];
+        w[4 * t] = v.x, w[4 * t + 1] = v.y, w[4 * t + 2] = v.z, w[4 * t + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            x[i].q[t] = (int)w[9 * i + 1 + t];
+        x[i].d = __half2float(__ushort_as_half((unsigned short)(w[9 * i] & 0xffff)));
+        x[i].s = __half2float(__ushort_as_half((unsigned short)(w[9 * i] >> 16)));
+    }
+}
+
+/* Q6_K: half h (sub-blocks 4h .. 4h + 3, 128 codes) of the 210-byte
+ * superblock at b against the Q8_1 blocks x[0..3]: their four block terms,
+ * each formed as quant_dot.c forms it. The four share their bytes: low 4
+ * bits in ql (64 bytes: sub-blocks 4h and 4h + 1 in the low nibbles, 4h + 2
+ * and 4h + 3 in the high), high 2 bits in qh (32 bytes, two bits each), so
+ * one lane reads them once. */
+__device__ static inline void q6_k_half_terms(const uint8_t *b, int h, const struct q8_1_block x[4], float term[4])
+{
+    unsigned ql[16], qh[8], sc[2];
+    words2<16>(b + 64 * h, ql);
+    words2<8>(b + 128 + 32 * h, qh);
+    words2<2>(b + 192 + 8 * h, sc);
+    const float d = half_at(b + 208);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int s2[2] = { 0, 0 };
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            /* four 6-bit codes at once; the bytewise subtraction wraps 0..63 to -32..31 */
+            const unsigned q = ((ql[8 * (i % 2) + t] >> (4 * (i / 2))) & 0x0f0f0f0fu) | ((qh[t] >> (2 * i)) & 0x03030303u) << 4;
+            s2[t / 4] = __dp4a((int)__vsub4(q, 0x20202020u), x[i].q[t], s2[t / 4]);
+        }
+        const int sc0 = (int)(int8_t)(sc[i / 2] >> (16 * (i % 2))), sc1 = (int)(int8_t)(sc[i / 2] >> (16 * (i % 2) + 8));
+        term[i] = __fmul_rn(__fmul_rn(d, x[i].d), (float)(sc0 * s2[0] + sc1 * s2[1]));
+    }
+}
+
+/* Q4_K and Q5_K: sub-blocks 2p and 2p + 1 of the superblock at b, whose
+ * codes share 32 bytes (low nibbles, then high), against the Q8_1 blocks
+ * x[0] and x[1]: their two block terms, each formed as quant_dot.c forms
+ * it, every rounding explicit. */
+template <int T>
+__device__ static inline void k_pair_terms(const uint8_t *b, int p, const struct q8_1_block x[2], float term[2])
+{
+    const uint4 head = *(const uint4 *)b; /* d, dmin, the 12 scale bytes: superblocks are 16-byte aligned */
+    const unsigned packed[3] = { head.y, head.z, head.w };
+    int sc[2], mn[2];
+    k_scale_min_pair(packed, p, sc, mn);
+    const float d = __half2float(__ushort_as_half((unsigned short)(head.x & 0xffff)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(head.x >> 16)));
+    const uint4 *q16 = (const uint4 *)(b + (T == TYPE_Q4_K ? 16 : 48) + 32 * p);
+    const uint4 c0 = q16[0], c1 = q16[1];
+    const unsigned raw[8] = { c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w };
+    unsigned q[2][8];
 #pragma unroll
     for (int t = 0; t < 8; t++) {
-        /* four 6-bit codes at once; the bytewise subtraction wraps 0..63 to -32..31 */
-        const unsigned q = ((lo[t] >> lo_shift) & 0x0f0f0f0fu) | ((hi[t] >> hi_shift) & 0x03030303u) << 4;
-        s2[t / 4] = __dp4a((int)__vsub4(q, 0x20202020u), x.q[t], s2[t / 4]);
+        q[0][t] = raw[t] & 0x0f0f0f0fu;
+        q[1][t] = (raw[t] >> 4) & 0x0f0f0f0fu;
     }
-    return half_at(b + 208) * x.d * (float)(sc[0] * s2[0] + sc[1] * s2[1]);
+    if constexpr (T == TYPE_Q5_K) { /* bit 2p (2p + 1) of byte l: the fifth bit of code l */
+        const uint4 *h16 = (const uint4 *)(b + 16);
+        const uint4 h0 = h16[0], h1 = h16[1];
+        const unsigned hr[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            q[0][t] |= ((hr[t] >> (2 * p)) & 0x01010101u) << 4;
+            q[1][t] |= ((hr[t] >> (2 * p + 1)) & 0x01010101u) << 4;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        term[i] = __fsub_rn(__fmul_rn(__fmul_rn(__fmul_rn(d, (float)sc[i]), x[i].d), (float)dot8(q[i], x[i].q)),
+                            __fmul_rn(__fmul_rn(dmin, (float)mn[i]), x[i].s));
 }
 
-/* The 6-bit scale and min of sub-block sb of a Q4_K/Q5_K superblock, from
- * the 12 packed bytes at b + 4 (read as three aligned words). */
-__device__ static inline void k_scale_min(const uint8_t *b, int sb, int *sc, int *mn)
-{
-    const unsigned *w = (const unsigned *)(b + 4);
-    const unsigned w0 = w[0], w1 = w[1], w2 = w[2];
-#define KBYTE(k) ((int)((((k) < 4 ? w0 : (k) < 8 ? w1 : w2) >> (8 * ((k) % 4))) & 0xff))
-    if (sb < 4) {
-        *sc = KBYTE(sb) & 63;
-        *mn = KBYTE(sb + 4) & 63;
-    } else {
-        *sc = (KBYTE(sb + 4) & 0xf) | (KBYTE(sb - 4) >> 6) << 4;
-        *mn = (KBYTE(sb + 4) >> 4) | (KBYTE(sb) >> 6) << 4;
-    }
-#undef KBYTE
-}
-
-/* The 32-element block j of a row of type T (for K-quants, superblock j / 8,
- * sub-block j % 8) against one Q8_1 block: the formulas of quant_dot.c.
- * Rows start where a block of their type may: Q4_K and Q5_K rows are
- * 16-byte aligned (144 and 176 are multiples of 16), Q4_1 and Q5_1 4-byte,
- * the rest 2-byte. */
+/* The 32-element block j of a row of type T against one Q8_1 block: the
+ * formulas of quant_dot.c.
+ * Rows start where a block of their type may: Q4_1 and Q5_1 rows are
+ * 4-byte aligned, the rest 2-byte. (K-quants: k_pair_terms, q6_k_half_terms.) */
 template <int T>
 __device__ static inline float block_dot(const uint8_t *row, int64_t j, const struct q8_1_block &x)
 {
@@ -329,32 +411,8 @@ __device__ static inline float block_dot(const uint8_t *row, int64_t j, const st
             return __fmul_rn(d, __fsub_rn(__fmul_rn(x.d, (float)s), __fmul_rn(16.0f, x.s)));
         else
             return __fadd_rn(__fmul_rn(__fmul_rn(d, x.d), (float)s), __fmul_rn(half_at(b + 2), x.s));
-    } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K) {
-        const uint8_t *b = row + (j / 8) * (T == TYPE_Q4_K ? 144 : 176);
-        const int sb = (int)(j % 8);
-        int sc, mn;
-        k_scale_min(b, sb, &sc, &mn);
-        const uint4 *q16 = (const uint4 *)(b + (T == TYPE_Q4_K ? 16 : 48) + 32 * (sb / 2));
-        const uint4 lo = q16[0], hi = q16[1];
-        const unsigned raw[8] = { lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w };
-        const int shift = 4 * (sb % 2);
-        unsigned q[8];
-#pragma unroll
-        for (int t = 0; t < 8; t++)
-            q[t] = (raw[t] >> shift) & 0x0f0f0f0fu;
-        if constexpr (T == TYPE_Q5_K) {
-            const uint4 *h16 = (const uint4 *)(b + 16);
-            const uint4 h0 = h16[0], h1 = h16[1];
-            const unsigned hr[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-                q[t] |= ((hr[t] >> sb) & 0x01010101u) << 4;
-        }
-        return __fsub_rn(__fmul_rn(__fmul_rn(__fmul_rn(half_at(b), (float)sc), x.d), (float)dot8(q, x.q)),
-                         __fmul_rn(__fmul_rn(half_at(b + 2), (float)mn), x.s));
     } else {
-        static_assert(T == TYPE_Q6_K, "block_dot: a type without a Q8_1 dot");
-        return block_dot_q6_k(row, j, x);
+        static_assert(T == TYPE_Q8_0, "block_dot: K-quants take their blocks in groups (k_pair_terms, q6_k_half_terms)");
     }
 }
 

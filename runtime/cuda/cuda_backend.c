@@ -46,6 +46,7 @@ struct cuda_state {
     int q8_of;
     int skip[2];          /* nodes an earlier launch computed (K's RoPE with Q's, the KV store with K's) */
     float *att;           /* attention partials */
+    unsigned *tickets;    /* the SwiGLU pair's Q8_1 blocks (cuda_matmul_multi), zero between launches */
     int32_t *argmax;      /* one int on the device */
     /* Page-locked staging for the graph inputs (token ids, positions, KV
      * length: one region each), so their copies are truly asynchronous; a
@@ -139,6 +140,7 @@ static void cuda_free_state(void *state)
     cuda_free(s->q8[0]);
     cuda_free(s->q8[1]);
     cuda_free(s->att);
+    cuda_free(s->tickets);
     cuda_free(s->argmax);
     cuda_host_free(s->staging);
     cuda_stream_destroy(s->stream);
@@ -207,16 +209,18 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     s->q8_bytes = (size_t)(z->k_max / 32 + 1) * 36 * (size_t)z->n_batch;
     s->staging_region = ((size_t)z->n_batch * sizeof(int32_t) + 255) & ~(size_t)255;
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
+    /* one ticket per 32 rows of a SwiGLU pair whose Q8_1 product a matmul of row length <= k_max reads */
+    size_t tickets = (size_t)(z->k_max / 32 + 1) * sizeof(unsigned);
     size_t weights = 0;
     for (int i = 0; i < m->n_w; i++)
         weights += weight_bytes(&m->w[i]);
-    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att;
+    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + tickets;
     size_t free_b = 0, total_b = 0;
     int rc = cuda_device_query(0, &s->info, e) || cuda_mem_info(&free_b, &total_b, e);
     if (!rc && need > free_b)
         rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f, KV cache %.1f, activations %.1f, "
                      "scratch %.1f) and %.1f MiB are free", (double)need / 1048576, (double)weights / 1048576,
-                  (double)kv / 1048576, (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att) / 1048576,
+                  (double)kv / 1048576, (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + tickets) / 1048576,
                   (double)free_b / 1048576);
     if (!rc && !(s->dev = calloc((size_t)m->n_w, sizeof *s->dev)))
         rc = fail(e, "out of memory");
@@ -225,10 +229,11 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc((void **)&s->kv_k, kv / 2, "the K cache", e) || cuda_alloc((void **)&s->kv_v, kv / 2, "the V cache", e) ||
              cuda_alloc(&s->q8[0], s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc(&s->q8[1], s->q8_bytes, "Q8_1 scratch", e) ||
              cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
+             cuda_alloc((void **)&s->tickets, tickets, "matmul tickets", e) ||
              cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
-             cuda_memset_async(s->att, 0, att, s->stream, e) ||
+             cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->tickets, 0, tickets, s->stream, e) ||
              upload_weights(s, e);
     if (rc) {
         cuda_free_state(s);
@@ -284,17 +289,18 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     case OP_MATMUL: case OP_MATMUL_ADD: {
         const struct cuda_matrix m[1] = { MAT(w[0], n->p.bias[0], y) };
         return cuda_matmul_multi(m, 1, k, xq, xf, nt, n->op == OP_MATMUL_ADD ? (const float *)data(s, g, n->src[1]) : NULL,
-                                 n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, s->special, s->stream, e);
+                                 n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, NULL, s->special, s->stream, e);
     }
     case OP_MATMUL_QKV: {
         const struct cuda_matrix m[3] = { MAT(w[0], n->p.bias[0], y), MAT(w[1], n->p.bias[1], (float *)data(s, g, n->part[0])),
                                           MAT(w[2], n->p.bias[2], (float *)data(s, g, n->part[1])) };
-        return cuda_matmul_multi(m, 3, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, s->special, s->stream, e);
+        return cuda_matmul_multi(m, 3, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, s->special, s->stream, e);
     }
     case OP_FFN_SWIGLU: {
         const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
         bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1];
-        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, CUDA_EPI_PAIR, q8 ? s->q8[1] : NULL, s->special, s->stream, e))
+        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, CUDA_EPI_PAIR, q8 ? s->q8[1] : NULL, s->tickets, s->special,
+                              s->stream, e))
             return -1;
         s->q8_of = q8 ? i : -1;
         return 0;

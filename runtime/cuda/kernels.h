@@ -105,10 +105,13 @@ extern const struct cuda_kernel_table cuda_kernel_tables[];
 extern const int cuda_kernel_table_count;
 
 /* special: a table whose entry for row length k runs a decode step (nt 1),
- * or NULL for the generic kernel throughout. */
+ * or NULL for the generic kernel throughout. With q8_out, tickets holds
+ * m[0].n / 32 unsigned ints, all zero (every launch leaves them so): in a
+ * decode step the CTAs of each 32-row block count themselves in, and the
+ * last to finish quantizes the block (whoever it is, from the same values). */
 int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
-                      const float *res, enum cuda_epilogue epi, void *q8_out, const struct cuda_kernel *special,
-                      void *stream, struct error *e);
+                      const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
+                      const struct cuda_kernel *special, void *stream, struct error *e);
 /* One matrix: x as its type reads it. */
 int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt, const float *bias,
                 const float *res, enum cuda_epilogue epi, float *y, void *stream, struct error *e);

@@ -5,11 +5,13 @@
  * blocks the next matmul reads). Quantized weights meet Q8_1 activations in
  * integer dot products per 32-element block (__dp4a, quant_dot.c's
  * formulas); F32, F16 and BF16 weights meet f32 activations. One warp per
- * output row: lane i takes the row's blocks i, i + 32, ... and keeps one sum
- * per column, and the warp adds the 32 sums in a butterfly, every rounding
- * explicit, so a column's result is the same whichever launch computes it
- * (a batch gives the bits of single steps). The weights are read in their
- * GGUF layout, with the widest loads each type's alignment allows. */
+ * output row: lane i takes the row's blocks i, i + 32, ... (K-quants: its
+ * groups of blocks whose codes share bytes, two for Q4_K and Q5_K, four
+ * for Q6_K, so each byte is read once) and keeps one sum per column, and
+ * the warp adds the 32 sums in a butterfly, every rounding explicit, so a
+ * column's result is the same whichever launch computes it (a batch gives
+ * the bits of single steps). The weights are read in their GGUF layout,
+ * with the widest loads each type's alignment allows. */
 #include <string.h>
 
 #include "cuda/device.h"
@@ -27,7 +29,7 @@ static cuda_matmul_fn special_for(const struct cuda_kernel *special, int64_t k)
 }
 
 extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,
-                                 int64_t nt, const float *res, enum cuda_epilogue epi, void *q8_out,
+                                 int64_t nt, const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
                                  const struct cuda_kernel *special, void *stream, struct error *e)
 {
     struct mm_args a;
@@ -44,13 +46,16 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
             return fail(e, "matmul: %s rows of %lld are not a positive multiple of %u (or %lld rows, %lld columns, "
                            "or no input of the kind the type reads)", ti->name, (long long)k, ti->block_elems,
                         (long long)m[i].n, (long long)nt);
+        if (q8 && ti->block_elems == 256 && (uintptr_t)xq % 16)
+            return fail(e, "matmul: a Q8_1 input at %p for %s rows, which read it 16 bytes at a time, is not 16-byte aligned",
+                        xq, ti->name);
         a.m[i] = (struct mm_mat){ (int)m[i].t, (const uint8_t *)m[i].w, (size_t)(k / ti->block_elems) * ti->block_bytes,
                                   m[i].n, m[i].bias, m[i].y };
     }
     if (epi == CUDA_EPI_PAIR && m[1].n != m[0].n)
         return fail(e, "matmul: a gate of %lld rows and an up of %lld", (long long)m[0].n, (long long)m[1].n);
-    if (q8_out && (m[0].n % 32 || epi != CUDA_EPI_PAIR))
-        return fail(e, "matmul: a Q8_1 product needs a SwiGLU epilogue and rows in multiples of 32, not %lld",
+    if (q8_out && (m[0].n % 32 || epi != CUDA_EPI_PAIR || !tickets))
+        return fail(e, "matmul: a Q8_1 product needs a SwiGLU epilogue, rows in multiples of 32 (not %lld) and tickets",
                     (long long)m[0].n);
     if (nt > 65535 * 8)
         return fail(e, "matmul: %lld columns", (long long)nt);
@@ -61,6 +66,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     a.res = res;
     a.epi = epi;
     a.q8_out = (uint8_t *)q8_out;
+    a.tickets = tickets;
     cudaStream_t s = (cudaStream_t)stream;
     /* one launch: a pair (its rows are the gate's), or every matrix, of one type or mixed */
     int64_t rows = 0;
@@ -88,5 +94,5 @@ extern "C" int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t
 {
     const struct cuda_matrix m = { t, w, n, bias, y };
     bool q8 = cuda_matmul_takes_q8(t);
-    return cuda_matmul_multi(&m, 1, k, q8 ? x : NULL, q8 ? NULL : (const float *)x, nt, res, epi, NULL, NULL, stream, e);
+    return cuda_matmul_multi(&m, 1, k, q8 ? x : NULL, q8 ? NULL : (const float *)x, nt, res, epi, NULL, NULL, NULL, stream, e);
 }

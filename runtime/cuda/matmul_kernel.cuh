@@ -36,23 +36,53 @@ struct mm_args {
     const float *res;  /* CUDA_EPI_ADD */
     int epi;
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
+    unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
 };
 
-/* This lane's partial sums of one row against nc (at most NC) columns from
- * c0. K: the row length when a build fixes it (generated kernels.cu), else
- * 0 and a.k; the same order of sums either way. */
+/* This lane's partial sums of one row (w) against nc (at most NC) columns
+ * of x: Q8_1 at xq (k/32 blocks apart) or f32 at xf (k apart). K: the row
+ * length when a build fixes it (generated kernels.cu), else 0 and kk. A
+ * row's sum takes its blocks in the same order whatever NC and K are, so
+ * every launch shape gives the same bits. */
 template <int T, int NC, int K>
-__device__ static void row_sums(const uint8_t *wr, const struct mm_args &a, int64_t c0, int nc, float sum[NC])
+__device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float *xf, int64_t kk, int nc, float sum[NC])
 {
     const int lane = threadIdx.x % 32;
-    const int64_t k = K > 0 ? K : a.k;
+    const int64_t k = K > 0 ? K : kk;
     if constexpr (T == TYPE_F32 || T == TYPE_F16 || T == TYPE_BF16) {
         for (int64_t i = lane; i < k; i += 32) {
-            const float wv = decode((enum tensor_type)T, wr, (int)i);
+            const float wv = decode((enum tensor_type)T, w, (int)i);
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 if (c < nc)
-                    sum[c] = __fmaf_rn(wv, a.xf[(size_t)(c0 + c) * (size_t)k + (size_t)i], sum[c]);
+                    sum[c] = __fmaf_rn(wv, xf[(size_t)c * (size_t)k + (size_t)i], sum[c]);
+        }
+    } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K || T == TYPE_Q6_K) {
+        /* a lane takes the G blocks whose codes share bytes at once: group
+         * i is blocks G i .. G i + G - 1, and lane l takes groups l, l + 32, ... */
+        constexpr int G = T == TYPE_Q6_K ? 4 : 2;
+        constexpr int SB = T == TYPE_Q4_K ? 144 : T == TYPE_Q5_K ? 176 : 210;
+        const size_t col_bytes = (size_t)(k / QK8) * 36;
+        for (int64_t i = lane; i < k / (QK8 * G); i += 32) {
+            const uint8_t *b = w + (size_t)(i / (8 / G)) * SB;
+#pragma unroll
+            for (int c = 0; c < NC; c++) {
+                if (c < nc) {
+                    struct q8_1_block x[G];
+                    const uint8_t *xg = xq + (size_t)c * col_bytes + (size_t)i * (36 * G);
+                    float term[G];
+                    if constexpr (T == TYPE_Q6_K) {
+                        q8_1_quad_at(xg, x);
+                        q6_k_half_terms(b, (int)(i % 2), x, term);
+                    } else {
+                        q8_1_pair_at(xg, x);
+                        k_pair_terms<T>(b, (int)(i % 4), x, term);
+                    }
+#pragma unroll
+                    for (int g = 0; g < G; g++)
+                        sum[c] = __fadd_rn(sum[c], term[g]);
+                }
+            }
         }
     } else {
         const size_t col_bytes = (size_t)(k / QK8) * 36;
@@ -60,8 +90,8 @@ __device__ static void row_sums(const uint8_t *wr, const struct mm_args &a, int6
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
-                    const struct q8_1_block x = q8_1_at(a.xq + (size_t)(c0 + c) * col_bytes + (size_t)j * 36);
-                    sum[c] = __fadd_rn(sum[c], block_dot<T>(wr, j, x));
+                    const struct q8_1_block x = q8_1_at(xq + (size_t)c * col_bytes + (size_t)j * 36);
+                    sum[c] = __fadd_rn(sum[c], block_dot<T>(w, j, x));
                 }
             }
         }
@@ -74,43 +104,45 @@ __device__ static void row_sums(const uint8_t *wr, const struct mm_args &a, int6
 #define TYPE_MIXED (-1)
 
 template <int NC, int K>
-__device__ static void row_sums_of(int type, const uint8_t *wr, const struct mm_args &a, int64_t c0, int nc, float sum[NC])
+__device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq, const float *xf, int64_t kk, int nc,
+                                   float sum[NC])
 {
+#define ROW_SUMS(T) row_sums<T, NC, K>(w, xq, xf, kk, nc, sum)
     switch (type) {
-    case TYPE_F32: row_sums<TYPE_F32, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_F16: row_sums<TYPE_F16, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_BF16: row_sums<TYPE_BF16, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q4_0: row_sums<TYPE_Q4_0, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q4_1: row_sums<TYPE_Q4_1, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q5_0: row_sums<TYPE_Q5_0, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q5_1: row_sums<TYPE_Q5_1, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q8_0: row_sums<TYPE_Q8_0, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q4_K: row_sums<TYPE_Q4_K, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q5_K: row_sums<TYPE_Q5_K, NC, K>(wr, a, c0, nc, sum); break;
-    case TYPE_Q6_K: row_sums<TYPE_Q6_K, NC, K>(wr, a, c0, nc, sum); break;
+    case TYPE_F32: ROW_SUMS(TYPE_F32); break;
+    case TYPE_F16: ROW_SUMS(TYPE_F16); break;
+    case TYPE_BF16: ROW_SUMS(TYPE_BF16); break;
+    case TYPE_Q4_0: ROW_SUMS(TYPE_Q4_0); break;
+    case TYPE_Q4_1: ROW_SUMS(TYPE_Q4_1); break;
+    case TYPE_Q5_0: ROW_SUMS(TYPE_Q5_0); break;
+    case TYPE_Q5_1: ROW_SUMS(TYPE_Q5_1); break;
+    case TYPE_Q8_0: ROW_SUMS(TYPE_Q8_0); break;
+    case TYPE_Q4_K: ROW_SUMS(TYPE_Q4_K); break;
+    case TYPE_Q5_K: ROW_SUMS(TYPE_Q5_K); break;
+    case TYPE_Q6_K: ROW_SUMS(TYPE_Q6_K); break;
     default: break;
     }
+#undef ROW_SUMS
 }
 
-/* ROWS warps per CTA, one output row each (a decode step's 32-warp CTAs are
- * held to 32 registers a thread, so two fit an SM and a 4864-row SwiGLU
- * pair runs in one wave), every matrix of the launch of
- * type T (or each of its own, TYPE_MIXED); grid.y: groups of NC columns. With Q8 (a SwiGLU product that the
- * next matmul reads), ROWS is 32: the CTA's 32 products of a column are one
- * Q8_1 block. Every column is computed the same way whatever NC is. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define WIDE_CTAS_PER_SM 1 /* sm_89 holds 1536 threads an SM */
-#else
-#define WIDE_CTAS_PER_SM 2
-#endif
-template <int T, int ROWS, int NC, bool Q8, int K>
-__global__ void __launch_bounds__(ROWS * 32, ROWS == 32 && NC == 1 ? WIDE_CTAS_PER_SM : 1) matmul_kernel(const struct mm_args a)
+/* WARPS warps a CTA, one output row each, every matrix of the launch of
+ * type T (or each of its own, TYPE_MIXED); grid.y: groups of NC columns.
+ * With Q8 (a SwiGLU product that the next matmul reads) the products also
+ * go out as Q8_1 blocks of 32 rows: a batch's 32-warp CTAs quantize their
+ * own; a decode step's small CTAs count themselves in per block (tickets)
+ * and the last of a block quantizes it from the f32 products, so no CTA is
+ * held to 32 registers a thread to fit 32 warps. At least one CTA an SM:
+ * the compiler may then give a lane the registers to have all of a
+ * group's loads in flight (held to fewer, Q4_K streamed at 37% of copy
+ * bandwidth instead of 46%). */
+template <int T, int WARPS, int NC, bool Q8, int K>
+__global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_args a)
 {
-    __shared__ float outs[Q8 ? ROWS * NC : 1];
+    __shared__ float outs[Q8 ? WARPS * NC : 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t c0 = (int64_t)blockIdx.y * NC;
     const int nc = a.nt - c0 < NC ? (int)(a.nt - c0) : NC;
-    int64_t r = (int64_t)blockIdx.x * ROWS + warp;
+    int64_t r = (int64_t)blockIdx.x * WARPS + warp;
     int mi = 0;
     while (mi < a.n_mat && r >= a.m[mi].n)
         r -= a.m[mi].n, mi++;
@@ -119,6 +151,9 @@ __global__ void __launch_bounds__(ROWS * 32, ROWS == 32 && NC == 1 ? WIDE_CTAS_P
         for (int pair = 0; pair < (a.epi == CUDA_EPI_PAIR ? 2 : 1); pair++)
             prefetch_l2(a.m[mi + pair].w + (size_t)r * a.m[mi + pair].row_bytes, a.m[mi + pair].row_bytes);
     grid_begin();
+    const int64_t k = K > 0 ? K : a.k;
+    const uint8_t *xq = a.xq + (size_t)c0 * (size_t)(k / QK8) * 36;
+    const float *xf = a.xf + (size_t)c0 * (size_t)k;
     float v[NC];
     if (live) {
         const struct mm_mat &m = a.m[mi];
@@ -126,13 +161,13 @@ __global__ void __launch_bounds__(ROWS * 32, ROWS == 32 && NC == 1 ? WIDE_CTAS_P
         for (int c = 0; c < NC; c++)
             sum[c] = up[c] = 0;
         if constexpr (T == TYPE_MIXED) {
-            row_sums_of<NC, K>(m.type, m.w + (size_t)r * m.row_bytes, a, c0, nc, sum);
+            row_sums_of<NC, K>(m.type, m.w + (size_t)r * m.row_bytes, xq, xf, a.k, nc, sum);
             if (a.epi == CUDA_EPI_PAIR)
-                row_sums_of<NC, K>(a.m[1].type, a.m[1].w + (size_t)r * a.m[1].row_bytes, a, c0, nc, up);
+                row_sums_of<NC, K>(a.m[1].type, a.m[1].w + (size_t)r * a.m[1].row_bytes, xq, xf, a.k, nc, up);
         } else {
-            row_sums<T, NC, K>(m.w + (size_t)r * m.row_bytes, a, c0, nc, sum);
+            row_sums<T, NC, K>(m.w + (size_t)r * m.row_bytes, xq, xf, a.k, nc, sum);
             if (a.epi == CUDA_EPI_PAIR)
-                row_sums<T, NC, K>(a.m[1].w + (size_t)r * a.m[1].row_bytes, a, c0, nc, up);
+                row_sums<T, NC, K>(a.m[1].w + (size_t)r * a.m[1].row_bytes, xq, xf, a.k, nc, up);
         }
 #pragma unroll
         for (int c = 0; c < NC; c++) {
@@ -152,29 +187,54 @@ __global__ void __launch_bounds__(ROWS * 32, ROWS == 32 && NC == 1 ? WIDE_CTAS_P
             }
         }
     }
-    if constexpr (Q8) {
+    if constexpr (Q8 && WARPS == 32) { /* the CTA's 32 rows are one block */
         if (lane == 0)
             for (int c = 0; c < NC; c++)
                 outs[warp * NC + c] = live && c < nc ? v[c] : 0.0f;
         __syncthreads();
         if (warp < nc) { /* warp c quantizes column c's 32 rows */
-            const size_t col_bytes = (size_t)(a.m[0].n / 32) * 36;
-            q8_1_block(outs[lane * NC + warp], a.q8_out + (size_t)(c0 + warp) * col_bytes + (size_t)blockIdx.x * 36);
+            const size_t out_bytes = (size_t)(a.m[0].n / 32) * 36;
+            q8_1_block(outs[lane * NC + warp], a.q8_out + (size_t)(c0 + warp) * out_bytes + (size_t)blockIdx.x * 36);
+        }
+    } else if constexpr (Q8) { /* 32 / WARPS CTAs make a block: the last to finish quantizes it */
+        static_assert(NC == 1 && 32 % WARPS == 0, "a ticketed Q8_1 product: one column, CTAs that tile 32 rows");
+        constexpr unsigned ctas = 32 / WARPS;
+        const unsigned block = blockIdx.x / ctas;
+        __shared__ bool last;
+        __syncthreads(); /* every warp's row is written */
+        if (threadIdx.x == 0) {
+            __threadfence(); /* ... and visible to the CTA that counts in last */
+            last = atomicAdd(&a.tickets[block], 1u) == ctas - 1;
+        }
+        __syncthreads();
+        if (last && warp == 0) {
+            __threadfence();
+            q8_1_block(__ldcg(&a.m[0].y[(size_t)block * 32 + lane]), a.q8_out + (size_t)block * 36);
+            if (lane == 0)
+                a.tickets[block] = 0; /* for the next launch */
         }
     }
 }
 
 /* One launch of type T over the rows of a.m, with the row length K fixed
  * (or 0: a.k): a decode step's one column (BATCH false: the fewest
- * registers), or groups of eight columns. */
+ * registers), or groups of eight columns. Q8_0 rows stream best with 8
+ * warps a CTA, the rest with 4 (minfer-gpu-bench, both tried on each). */
 template <int T, int K, bool BATCH>
 static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
-    const unsigned groups = BATCH ? (unsigned)((a.nt + 7) / 8) : 1;
-    if (a.q8_out)
-        launch(matmul_kernel<T, 32, BATCH ? 8 : 1, true, K>, dim3((unsigned)(rows / 32), groups), 32 * 32, 0, s, a);
-    else
-        launch(matmul_kernel<T, 4, BATCH ? 8 : 1, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
+    constexpr int W = T == TYPE_Q8_0 ? 8 : 4;
+    if (BATCH) {
+        const unsigned groups = (unsigned)((a.nt + 7) / 8);
+        if (a.q8_out)
+            launch(matmul_kernel<T, 32, 8, true, K>, dim3((unsigned)(rows / 32), groups), 32 * 32, 0, s, a);
+        else
+            launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
+    } else if (a.q8_out) {
+        launch(matmul_kernel<T, 4, 1, true, K>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
+    } else {
+        launch(matmul_kernel<T, W, 1, false, K>, dim3((unsigned)((rows + W - 1) / W)), W * 32, 0, s, a);
+    }
 }
 
 /* The launch for type t (a tensor type, or TYPE_MIXED). */

@@ -32,6 +32,14 @@ static void *up(const void *src, size_t bytes)
     return d;
 }
 
+/* n zeroed tickets for a SwiGLU pair's Q8_1 product */
+static unsigned *tickets_up(int64_t n)
+{
+    unsigned *zero = calloc((size_t)n, sizeof *zero), *d = up(zero, (size_t)n * sizeof *zero);
+    free(zero);
+    return d;
+}
+
 static void down(void *dst, const void *src, size_t bytes)
 {
     struct error e;
@@ -53,17 +61,18 @@ static float *randoms(int64_t n, float sd)
 
 static double silu_d(double v) { return v / (1 + exp(-v)); }
 
-/* The matmul kernel's fixed order over a row's block terms: lane l adds
- * blocks l, l + 32, ... to 0, then the 32 lanes meet in a butterfly (xor
- * 16, 8, 4, 2, 1). */
-static float kernel_order_sum(const float *terms, int64_t blocks)
+/* The matmul kernel's fixed order over a row's block terms: blocks go to
+ * lanes in groups of `group` (the sub-blocks that share their code bytes:
+ * Q4_K and Q5_K 2, Q6_K 4; other types 1), group i to lane i % 32; each lane adds
+ * its blocks in order to 0, then the 32 lanes meet in a butterfly (xor 16,
+ * 8, 4, 2, 1). */
+static float kernel_order_sum(const float *terms, int64_t blocks, int group)
 {
     float lane[32];
-    for (int l = 0; l < 32; l++) {
+    for (int l = 0; l < 32; l++)
         lane[l] = 0;
-        for (int64_t j = l; j < blocks; j += 32)
-            lane[l] += terms[j];
-    }
+    for (int64_t j = 0; j < blocks; j++)
+        lane[(j / group) % 32] += terms[j];
     for (int off = 16; off > 0; off >>= 1) {
         float next[32];
         for (int l = 0; l < 32; l++)
@@ -102,7 +111,8 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
             const float g = got[c * n + r];
             if (q8) { /* integer block sums: the reference's terms in the kernel's order give the same bits */
                 dot_q8_1_terms(t, wq + (size_t)r * row_bytes, xq + (size_t)c * xq_col, k, terms);
-                const float want = kernel_order_sum(terms, k / 32) + bias[r] + res[c * n + r];
+                const int group = t == TYPE_Q4_K || t == TYPE_Q5_K ? 2 : t == TYPE_Q6_K ? 4 : 1;
+                const float want = kernel_order_sum(terms, k / 32, group) + bias[r] + res[c * n + r];
                 ok = CHECK(memcmp(&g, &want, sizeof g) == 0, "%s k=%lld column %lld row %lld: gpu %.9g, quant_dot.c's "
                            "terms %.9g", type_name(t), (long long)k, (long long)c, (long long)r, (double)g, (double)want);
                 continue;
@@ -129,12 +139,13 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     float *plain = malloc((size_t)(n * nt) * 4);
     uint8_t *pq8 = malloc((size_t)(n / 32) * 36 * nt), *want_q8 = malloc((size_t)(n / 32) * 36 * nt);
     void *dq8 = up(NULL, (size_t)(n / 32) * 36 * nt);
+    unsigned *dt = tickets_up(n / 32 + 1), *tickets = malloc((size_t)(n / 32 + 1) * sizeof *tickets);
     const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
     ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) == 0, "%s", e.msg);
     if (ok) {
         down(plain, dy, (size_t)(n * nt) * 4);
         ok = CHECK(cuda_matmul_multi(pair, 2, k, q8 ? dxq : NULL, q8 ? NULL : (const float *)dxf, nt, NULL,
-                                     CUDA_EPI_PAIR, n % 32 ? NULL : dq8, NULL, NULL, &e) == 0,
+                                     CUDA_EPI_PAIR, n % 32 ? NULL : dq8, n % 32 ? NULL : dt, NULL, NULL, &e) == 0,
                    "%s", e.msg);
     }
     if (ok) {
@@ -150,10 +161,13 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
                 quant_q8_1(sw + c * n, want_q8 + (size_t)c * (n / 32) * 36, n);
             ok = CHECK(memcmp(pq8, want_q8, (size_t)(n / 32) * 36 * nt) == 0, "%s: the pair's Q8_1 output is not the CPU's "
                        "quantization of its f32 output", type_name(t));
+            down(tickets, dt, (size_t)(n / 32) * sizeof *tickets);
+            for (int64_t b = 0; b < n / 32 && ok; b++)
+                ok = CHECK(tickets[b] == 0, "%s: the pair left ticket %lld at %u", type_name(t), (long long)b, tickets[b]);
         }
     }
-    cuda_free(dq8);
-    free(pq8), free(want_q8);
+    cuda_free(dq8), cuda_free(dt);
+    free(pq8), free(want_q8), free(tickets);
     cuda_free(dw), cuda_free(dxf), cuda_free(dxq), cuda_free(db), cuda_free(dr), cuda_free(dy);
     free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(wd), free(got), free(one), free(sw);
     free(plain), free(terms);
@@ -175,12 +189,13 @@ static bool mixed_pair(void)
     for (int64_t c = 0; c < nt; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * (k / 32) * 36, k);
     void *dg = up(g, gb), *du = up(u, ub), *dx = up(xq, (size_t)(k / 32) * 36 * nt), *dq = up(NULL, qb);
+    unsigned *dt = tickets_up(n / 32);
     float *dgate = up(NULL, (size_t)(n * nt) * 4), *dup = up(NULL, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
     float *gate = malloc((size_t)(n * nt) * 4), *upv = malloc((size_t)(n * nt) * 4), *y = malloc((size_t)(n * nt) * 4);
     const struct cuda_matrix pair[2] = { { tg, dg, n, NULL, dy }, { tu, du, n, NULL, NULL } };
     bool ok = CHECK(cuda_matmul(tg, dg, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dgate, NULL, &e) == 0 &&
                         cuda_matmul(tu, du, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dup, NULL, &e) == 0 &&
-                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, CUDA_EPI_PAIR, dq, NULL, NULL, &e) == 0,
+                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, CUDA_EPI_PAIR, dq, dt, NULL, NULL, &e) == 0,
                     "%s", e.msg);
     if (ok) {
         down(gate, dgate, (size_t)(n * nt) * 4), down(upv, dup, (size_t)(n * nt) * 4), down(y, dy, (size_t)(n * nt) * 4);
@@ -194,6 +209,7 @@ static bool mixed_pair(void)
             quant_q8_1(y + c * n, want_q8 + (size_t)c * (n / 32) * 36, n);
         ok = ok && CHECK(memcmp(q8, want_q8, qb) == 0, "the mixed pair's Q8_1 output");
     }
+    cuda_free(dt);
     cuda_free(dg), cuda_free(du), cuda_free(dx), cuda_free(dq), cuda_free(dgate), cuda_free(dup), cuda_free(dy);
     free(gf), free(uf), free(x), free(g), free(u), free(xq), free(q8), free(want_q8), free(gate), free(upv), free(y);
     return ok;
@@ -224,7 +240,7 @@ static bool mixed_qkv(void)
         m[i] = (struct cuda_matrix){ types[i], dw[i], rows[i], db[i], dy[i] };
         free(wf), free(b), free(wq);
     }
-    bool ok = CHECK(cuda_matmul_multi(m, 3, k, dxq, dxf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
+    bool ok = CHECK(cuda_matmul_multi(m, 3, k, dxq, dxf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
     for (int i = 0; i < 3 && ok; i++) {
         size_t bytes = (size_t)(rows[i] * nt) * 4;
         float *together = malloc(bytes), *alone = malloc(bytes);
@@ -264,12 +280,13 @@ static bool specialized_case(const struct cuda_kernel *special, enum tensor_type
     void *dw = up(wq, wb), *dxq = up(xq, (size_t)(k / 32) * 36), *dq8[2] = { up(NULL, qb), up(NULL, qb) };
     float *dxf = up(x, (size_t)k * 4), *db = up(bias, yb), *dy[2] = { up(NULL, yb), up(NULL, yb) };
     float *dp[2] = { up(NULL, yb), up(NULL, yb) };
+    unsigned *dt = tickets_up(n / 32);
     bool ok = true;
     for (int way = 0; way < 2 && ok; way++) { /* 0: generic, 1: the build's */
         const struct cuda_kernel *sp = way ? special : NULL;
         const struct cuda_matrix one = { t, dw, n, db, dy[way] }, pair[2] = { { t, dw, n, NULL, dp[way] }, { t, dw, n, NULL, NULL } };
-        ok = CHECK(cuda_matmul_multi(&one, 1, k, q8 ? dxq : NULL, q8 ? NULL : dxf, 1, NULL, CUDA_EPI_NONE, NULL, sp, NULL, &e) == 0 &&
-                       cuda_matmul_multi(pair, 2, k, q8 ? dxq : NULL, q8 ? NULL : dxf, 1, NULL, CUDA_EPI_PAIR, dq8[way], sp, NULL, &e) == 0,
+        ok = CHECK(cuda_matmul_multi(&one, 1, k, q8 ? dxq : NULL, q8 ? NULL : dxf, 1, NULL, CUDA_EPI_NONE, NULL, NULL, sp, NULL, &e) == 0 &&
+                       cuda_matmul_multi(pair, 2, k, q8 ? dxq : NULL, q8 ? NULL : dxf, 1, NULL, CUDA_EPI_PAIR, dq8[way], dt, sp, NULL, &e) == 0,
                    "%s", e.msg);
     }
     uint8_t *a = malloc(yb), *b = malloc(yb);
@@ -283,6 +300,7 @@ static bool specialized_case(const struct cuda_kernel *special, enum tensor_type
     }
     for (int i = 0; i < 2; i++)
         cuda_free(dq8[i]), cuda_free(dy[i]), cuda_free(dp[i]);
+    cuda_free(dt);
     cuda_free(dw), cuda_free(dxq), cuda_free(dxf), cuda_free(db);
     free(wf), free(x), free(bias), free(wq), free(xq), free(a), free(b);
     return ok;
