@@ -374,7 +374,8 @@ Test(cpu_ops, block_dot_products_equal_the_reference_bits)
  * (quant_dot.c's terms in the documented lane order, no vector code) for
  * every quantized type, on rows of real widths (896 = 28 blocks: a partial
  * group of eight) and with offsets that make the mins and the fifth and
- * sixth bits matter; several columns at once give each column's own bits;
+ * sixth bits matter; several columns at once (3, and a prompt's full group
+ * of CPU_QDOT_COLS, which has its own kernel) give each column's own bits;
  * and the sum stays within float rounding of dot_q8_1's left-to-right one. */
 Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
 {
@@ -384,7 +385,7 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
     struct rng r;
     rng_seed(&r, 2024);
     static float w[4864], a[4864], col[4864];
-    static uint8_t wq[4864 * 2], aq[4864 / 32 * 36], split[3][4864 * 2];
+    static uint8_t wq[4864 * 2], aq[4864 / 32 * 36], split[CPU_QDOT_COLS][4864 * 2];
     static const char *const units[] = { "avx512-vnni", "avx2", "scalar" };
     int checked = 0, n_units = 0;
     for (int u = 0; u < 3; u++) {
@@ -403,23 +404,25 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
                     }
                     quantize_row(qtypes[t], w, wq, k);
                     size_t cb = cpu_q8_bytes(k);
-                    uint8_t *packed = malloc(3 * cb);
-                    for (int c = 0; c < 3; c++) { /* column 0 is a, the others scaled and shifted copies */
+                    uint8_t *packed = malloc(CPU_QDOT_COLS * cb);
+                    for (int c = 0; c < CPU_QDOT_COLS; c++) { /* column 0 is a, the others scaled and shifted copies */
                         for (int64_t i = 0; i < k; i++)
                             col[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
                         cpu_q8_quantize(col, k, split[c]);
                         memcpy(packed + (size_t)c * cb, split[c], cb);
                     }
-                    float got, many[3], ref;
+                    float got, many[CPU_QDOT_COLS], ref;
                     cr_assert_eq(cpu_qdot(qtypes[t], wq, split[0], k, &got), 0);
                     ref = cpu_qdot_reference(qtypes[t], wq, split[0], k);
                     cr_assert(memcmp(&ref, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
                               type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)ref);
-                    cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, cb, 3, k, many), 0);
-                    for (int c = 0; c < 3; c++) {
-                        ref = cpu_qdot_reference(qtypes[t], wq, split[c], k);
-                        cr_assert(memcmp(&ref, &many[c], sizeof ref) == 0, "%s k=%lld column %d of 3: %.9g, the reference %.9g",
-                                  type_name(qtypes[t]), (long long)k, c, (double)many[c], (double)ref);
+                    for (int nc = 3; nc <= CPU_QDOT_COLS; nc += CPU_QDOT_COLS - 3) {
+                        cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, cb, nc, k, many), 0);
+                        for (int c = 0; c < nc; c++) {
+                            ref = cpu_qdot_reference(qtypes[t], wq, split[c], k);
+                            cr_assert(memcmp(&ref, &many[c], sizeof ref) == 0, "%s k=%lld column %d of %d: %.9g, the reference %.9g",
+                                      type_name(qtypes[t]), (long long)k, c, nc, (double)many[c], (double)ref);
+                        }
                     }
                     /* the same terms as dot_q8_1 (which adds them left to right) */
                     float left;

@@ -226,7 +226,10 @@ static bool vector_row(enum tensor_type t, const uint8_t *w, const uint8_t *a, s
     case TYPE_Q8_0: (u == UNIT_VNNI ? row_q8_0_vnni : row_q8_0_avx2)(w, a, col, nc, k, out); break;
     case TYPE_Q4_K: case TYPE_Q5_K: (u == UNIT_VNNI ? row_kx_vnni : row_kx_avx2)(t, w, a, col, nc, k, out); break;
     case TYPE_Q6_K: (u == UNIT_VNNI ? row_q6_k_vnni : row_q6_k_avx2)(w, a, col, nc, k, out); break;
-    default: (u == UNIT_VNNI ? row_legacy_vnni : row_legacy_avx2)(t, w, a, col, nc, k, out); break;
+    case TYPE_Q4_0: (u == UNIT_VNNI ? row_q4_0_vnni : row_q4_0_avx2)(w, a, col, nc, k, out); break;
+    case TYPE_Q4_1: (u == UNIT_VNNI ? row_q4_1_vnni : row_q4_1_avx2)(w, a, col, nc, k, out); break;
+    case TYPE_Q5_0: (u == UNIT_VNNI ? row_q5_0_vnni : row_q5_0_avx2)(w, a, col, nc, k, out); break;
+    default: (u == UNIT_VNNI ? row_q5_1_vnni : row_q5_1_avx2)(w, a, col, nc, k, out); break;
     }
     return true;
 }
