@@ -126,14 +126,12 @@ AVX2 static inline __m256 halves(const uint8_t *p, int stride, int n)
 #undef H
 }
 
-/* n (at most 8) floats from p, the rest 0. */
+/* n (at most 8) floats from p, the rest 0 (a masked load: nothing past p + n is touched). */
 AVX2 static inline __m256 floats(const float *p, int n)
 {
     if (n == 8)
         return _mm256_loadu_ps(p);
-    float f[8] = { 0 };
-    memcpy(f, p, (size_t)n * sizeof *f);
-    return _mm256_loadu_ps(f);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
 /* acc's lanes below n take term added; the others stay as they are. */
