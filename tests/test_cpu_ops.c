@@ -404,24 +404,30 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
                     }
                     quantize_row(qtypes[t], w, wq, k);
                     size_t cb = cpu_q8_bytes(k);
-                    uint8_t *packed = malloc(CPU_QDOT_COLS * cb);
+                    /* the columns in block order (one, or a prompt's last few) and grouped (a full group) */
+                    uint8_t *packed[2] = { malloc(CPU_QDOT_COLS * cb), malloc(CPU_QDOT_COLS * cb) };
                     for (int c = 0; c < CPU_QDOT_COLS; c++) { /* column 0 is a, the others scaled and shifted copies */
                         for (int64_t i = 0; i < k; i++)
                             col[i] = a[i] * (float)(c + 1) - 0.1f * (float)c;
-                        cpu_q8_quantize(col, k, split[c]);
-                        memcpy(packed + (size_t)c * cb, split[c], cb);
+                        cpu_q8_quantize(col, k, split[c], false);
+                        memcpy(packed[0] + (size_t)c * cb, split[c], cb);
+                        cpu_q8_quantize(col, k, packed[1] + (size_t)c * cb, true);
                     }
                     float got, many[CPU_QDOT_COLS], ref;
                     cr_assert_eq(cpu_qdot(qtypes[t], wq, split[0], k, &got), 0);
-                    ref = cpu_qdot_reference(qtypes[t], wq, split[0], k);
+                    ref = cpu_qdot_reference(qtypes[t], wq, split[0], k, false);
                     cr_assert(memcmp(&ref, &got, sizeof got) == 0, "%s k=%lld trial %d (%s): %.9g, the reference %.9g",
                               type_name(qtypes[t]), (long long)k, trial, cpu_qdot_unit(), (double)got, (double)ref);
-                    for (int nc = 3; nc <= CPU_QDOT_COLS; nc += CPU_QDOT_COLS - 3) {
-                        cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed, cb, nc, k, many), 0);
+                    for (int g = 0; g < 2; g++) {
+                        const int nc = g ? CPU_QDOT_COLS : 3;
+                        cr_assert_eq(cpu_qdot_cols(qtypes[t], wq, packed[g], cb, nc, k, many), 0);
                         for (int c = 0; c < nc; c++) {
-                            ref = cpu_qdot_reference(qtypes[t], wq, split[c], k);
-                            cr_assert(memcmp(&ref, &many[c], sizeof ref) == 0, "%s k=%lld column %d of %d: %.9g, the reference %.9g",
-                                      type_name(qtypes[t]), (long long)k, c, nc, (double)many[c], (double)ref);
+                            float want = cpu_qdot_reference(qtypes[t], wq, packed[g] + (size_t)c * cb, k, g);
+                            cr_assert(memcmp(&want, &many[c], sizeof want) == 0, "%s k=%lld column %d of %d: %.9g, the reference %.9g",
+                                      type_name(qtypes[t]), (long long)k, c, nc, (double)many[c], (double)want);
+                            ref = cpu_qdot_reference(qtypes[t], wq, split[c], k, false); /* the layouts hold the same blocks */
+                            cr_assert(memcmp(&want, &ref, sizeof want) == 0, "%s k=%lld column %d: the grouped codes differ",
+                                      type_name(qtypes[t]), (long long)k, c);
                         }
                     }
                     /* the same terms as dot_q8_1 (which adds them left to right) */
@@ -430,7 +436,7 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
                     cr_assert_eq(dot_q8_1(qtypes[t], wq, aq, k, &left), 0);
                     cr_assert_leq(fabs((double)left - got), 1e-5 * (fabs((double)left) + 1), "%s k=%lld: %.9g against dot_q8_1's %.9g",
                                   type_name(qtypes[t]), (long long)k, (double)got, (double)left);
-                    free(packed);
+                    free(packed[0]), free(packed[1]);
                     checked++;
                 }
             }

@@ -168,8 +168,9 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
             dot = r->kernels[k].dot;
     const uint8_t *xq = NULL; /* the fast path: x as Q8_1, made once for every matrix of the node */
     if (r->q8 && xn->ne[0] % 32 == 0) {
-        for (int64_t c = 0; c < nt; c++)
-            cpu_q8_quantize(x + c * xn->ne[0], xn->ne[0], s->xq + (size_t)c * cpu_q8_bytes(xn->ne[0]));
+        for (int64_t c = 0; c < nt; c++) /* grouped where run_qrows passes full groups of columns */
+            cpu_q8_quantize(x + c * xn->ne[0], xn->ne[0], s->xq + (size_t)c * cpu_q8_bytes(xn->ne[0]),
+                            c / CPU_QDOT_COLS < nt / CPU_QDOT_COLS);
         xq = s->xq;
     }
     switch (n->op) {

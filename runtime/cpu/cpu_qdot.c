@@ -1,7 +1,9 @@
 /* cpu_qdot.c: a weight row in its GGUF layout against Q8_1 activations on
  * the CPU's vector unit (see cpu_qdot.h). Eight blocks at a time: each
- * block's code products are summed as integers (AVX2 u8 x s8 maddubs, madd,
- * then one joint reduction for the eight: exact in any order), the eight
+ * block's code products are summed as integers (AVX2 u8 x s8 maddubs and
+ * madd, or VNNI vpdpbusd), block b's sum in lane b: the activations hold
+ * the same four codes of eight blocks in each 32-byte row and the weight
+ * codes are transposed to match (exact in any order), the eight
  * float terms are quant_dot.c's expressions evaluated lane by lane (the same
  * roundings, no FMA), and block j's term goes into lane j % 8, the lanes
  * combined in a fixed tree at the end. Without AVX2 the same terms and the
@@ -22,31 +24,46 @@ bool cpu_qdot_takes(enum tensor_type t)
            t == TYPE_Q5_K || t == TYPE_Q6_K;
 }
 
-/* The split layout: n codes, then n / 32 scales d, then n / 32 sums s. */
-size_t cpu_q8_bytes(int64_t n) { return (size_t)n + (size_t)(n / 32) * 2 * sizeof(float); }
+/* The split layout: the codes (their bytes rounded up to 256), then the
+ * n / 32 scales d, then the n / 32 sums s. The codes are in block order,
+ * or grouped: in groups of eight blocks, the first four codes of each of
+ * the eight, then the next four of each, ... (one 32-byte row holds the
+ * same four codes of eight blocks); the last group padded with zeros. */
+static size_t codes_bytes(int64_t n) { return ((size_t)n + 255) / 256 * 256; }
 
-static const int8_t *codes_of(const uint8_t *a) { return (const int8_t *)a; }
-static const float *d_of(const uint8_t *a, int64_t n) { return (const float *)(a + n); }
-static const float *s_of(const uint8_t *a, int64_t n) { return (const float *)(a + n) + n / 32; }
+size_t cpu_q8_bytes(int64_t n) { return codes_bytes(n) + (size_t)(n / 32) * 2 * sizeof(float); }
 
-void cpu_q8_quantize(const float *x, int64_t n, void *out)
+/* Where code i of block j is. */
+static size_t code_at(int64_t j, int i, bool grouped)
+{
+    return grouped ? (size_t)(j / 8) * 256 + (size_t)(i / 4) * 32 + (size_t)(j % 8) * 4 + (size_t)(i % 4) : (size_t)(j * 32 + i);
+}
+
+static const uint8_t *group_of(const uint8_t *a, int64_t j0) { return a + (size_t)j0 * 32; } /* j0 a multiple of 8 */
+static const float *d_of(const uint8_t *a, int64_t n) { return (const float *)(a + codes_bytes(n)); }
+static const float *s_of(const uint8_t *a, int64_t n) { return (const float *)(a + codes_bytes(n)) + n / 32; }
+
+void cpu_q8_quantize(const float *x, int64_t n, void *out, bool grouped)
 {
     uint8_t *o = out, blk[36];
-    float *d = (float *)(o + n), *s = d + n / 32;
+    float *d = (float *)(o + codes_bytes(n)), *s = d + n / 32;
+    memset(o, 0, codes_bytes(n));
     for (int64_t b = 0; b < n / 32; b++) {
         quant_q8_1(x + b * 32, blk, 32);
-        memcpy(o + b * 32, blk + 4, 32);
+        for (int i = 0; i < 32; i++)
+            o[code_at(b, i, grouped)] = blk[4 + i];
         d[b] = load_f16(blk);
         s[b] = load_f16(blk + 2);
     }
 }
 
 /* Block j of the split activations as a standard Q8_1 block (for quant_dot.c). */
-static void q8_1_block_of(const uint8_t *a, int64_t n, int64_t j, uint8_t out[36])
+static void q8_1_block_of(const uint8_t *a, int64_t n, int64_t j, bool grouped, uint8_t out[36])
 {
     store_f16(out, d_of(a, n)[j]); /* widened from f16: narrowing back is exact */
     store_f16(out + 2, s_of(a, n)[j]);
-    memcpy(out + 4, codes_of(a) + j * 32, 32);
+    for (int i = 0; i < 32; i++)
+        out[4 + i] = a[code_at(j, i, grouped)];
 }
 
 /* The lanes' fixed tree: (l0 + l4) + (l2 + l6), then + ((l1 + l5) + (l3 + l7)). */
@@ -59,7 +76,7 @@ static float lanes_sum(const float l[8])
 
 /* The reference order from quant_dot.c's terms, eight blocks (one
  * superblock of a K-quant, or eight 32-element blocks) at a time. */
-static float row_terms(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t k)
+static float row_terms(enum tensor_type t, const uint8_t *w, const uint8_t *a, int64_t k, bool grouped)
 {
     const struct type_info *ti = type_info(t);
     float lanes[8] = { 0 };
@@ -68,7 +85,7 @@ static float row_terms(enum tensor_type t, const uint8_t *w, const uint8_t *a, i
         uint8_t blocks[8 * 36];
         float terms[8];
         for (int b = 0; b < nb; b++)
-            q8_1_block_of(a, k, j0 + b, blocks + b * 36);
+            q8_1_block_of(a, k, j0 + b, grouped, blocks + b * 36);
         dot_q8_1_terms(t, w + (size_t)(j0 * 32 / ti->block_elems) * ti->block_bytes, blocks, (int64_t)nb * 32, terms);
         for (int b = 0; b < nb; b++)
             lanes[b] += terms[b];
@@ -88,6 +105,28 @@ AVX2 static inline __m256i hsum8(const __m256i v[8])
     const __m256i t2 = _mm256_hadd_epi32(v[4], v[5]), t3 = _mm256_hadd_epi32(v[6], v[7]);
     const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* An 8 x 8 transpose of int32 lanes: afterwards v[t] lane b is what v[b]
+ * lane t was (eight blocks' codes, four at a time, as the activations are
+ * laid out). */
+AVX2 static inline void transpose8(__m256i v[8])
+{
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);     /* a0 b0 c0 d0 | a4 b4 c4 d4 */
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]); /* a1 .. d1 | a5 .. d5 */
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+    }
 }
 
 /* 16 bytes of packed nibbles as 32 codes: low nibbles are codes 0..15, high 16..31. */
@@ -161,19 +200,21 @@ AVX2 static inline float finish(__m256 acc)
  * so the same bits. */
 #define QD_UNIT avx2
 #define QD_TARGET AVX2
-#define QD_PRODUCTS(u, a) _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1))
+#define QD_ACC(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)))
 #include "cpu/cpu_qdot_rows.h"
+#include "cpu/cpu_qdot_group.h"
 #undef QD_UNIT
 #undef QD_TARGET
-#undef QD_PRODUCTS
+#undef QD_ACC
 
 #define QD_UNIT vnni
 #define QD_TARGET __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512vnni")))
-#define QD_PRODUCTS(u, a) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a)
+#define QD_ACC(s, u, a) _mm256_dpbusd_epi32(s, u, a)
 #include "cpu/cpu_qdot_rows.h"
+#include "cpu/cpu_qdot_group.h"
 #undef QD_UNIT
 #undef QD_TARGET
-#undef QD_PRODUCTS
+#undef QD_ACC
 
 enum unit { SCALAR, UNIT_AVX2, UNIT_VNNI };
 static const char *const unit_names[] = { "scalar", "avx2", "avx512-vnni" };
@@ -220,15 +261,31 @@ static bool vector_row(enum tensor_type t, const uint8_t *w, const uint8_t *a, s
     const int u = unit();
     if (u == SCALAR)
         return false;
-    switch (t) {
-    case TYPE_Q8_0: (u == UNIT_VNNI ? row_q8_0_vnni : row_q8_0_avx2)(w, a, col, nc, k, out); break;
-    case TYPE_Q4_K: case TYPE_Q5_K: (u == UNIT_VNNI ? row_kx_vnni : row_kx_avx2)(t, w, a, col, nc, k, out); break;
-    case TYPE_Q6_K: (u == UNIT_VNNI ? row_q6_k_vnni : row_q6_k_avx2)(w, a, col, nc, k, out); break;
-    case TYPE_Q4_0: (u == UNIT_VNNI ? row_q4_0_vnni : row_q4_0_avx2)(w, a, col, nc, k, out); break;
-    case TYPE_Q4_1: (u == UNIT_VNNI ? row_q4_1_vnni : row_q4_1_avx2)(w, a, col, nc, k, out); break;
-    case TYPE_Q5_0: (u == UNIT_VNNI ? row_q5_0_vnni : row_q5_0_avx2)(w, a, col, nc, k, out); break;
-    default: (u == UNIT_VNNI ? row_q5_1_vnni : row_q5_1_avx2)(w, a, col, nc, k, out); break;
+    const bool vnni = u == UNIT_VNNI;
+#define QD_PICK(NAME) (vnni ? NAME##_vnni : NAME##_avx2)
+    if (nc == CPU_QDOT_COLS) { /* a prompt's full group, its columns grouped */
+        switch (t) {
+        case TYPE_Q4_0: QD_PICK(group_q4_0)(w, a, col, k, out); break;
+        case TYPE_Q4_1: QD_PICK(group_q4_1)(w, a, col, k, out); break;
+        case TYPE_Q5_0: QD_PICK(group_q5_0)(w, a, col, k, out); break;
+        case TYPE_Q5_1: QD_PICK(group_q5_1)(w, a, col, k, out); break;
+        case TYPE_Q8_0: QD_PICK(group_q8_0)(w, a, col, k, out); break;
+        case TYPE_Q4_K: QD_PICK(group_q4_k)(w, a, col, k, out); break;
+        case TYPE_Q5_K: QD_PICK(group_q5_k)(w, a, col, k, out); break;
+        default: QD_PICK(group_q6_k)(w, a, col, k, out); break;
+        }
+        return true;
     }
+    switch (t) {
+    case TYPE_Q4_0: QD_PICK(row_q4_0)(w, a, col, nc, k, out); break;
+    case TYPE_Q4_1: QD_PICK(row_q4_1)(w, a, col, nc, k, out); break;
+    case TYPE_Q5_0: QD_PICK(row_q5_0)(w, a, col, nc, k, out); break;
+    case TYPE_Q5_1: QD_PICK(row_q5_1)(w, a, col, nc, k, out); break;
+    case TYPE_Q8_0: QD_PICK(row_q8_0)(w, a, col, nc, k, out); break;
+    case TYPE_Q4_K: case TYPE_Q5_K: QD_PICK(row_kx)(t, w, a, col, nc, k, out); break;
+    default: QD_PICK(row_q6_k)(w, a, col, nc, k, out); break;
+    }
+#undef QD_PICK
     return true;
 }
 
@@ -254,7 +311,7 @@ int cpu_qdot_cols(enum tensor_type t, const void *w, const void *a, size_t col_b
         return -1;
     if (!vector_row(t, w, a, col_bytes, nc, k, out))
         for (int c = 0; c < nc; c++)
-            out[c] = row_terms(t, w, (const uint8_t *)a + (size_t)c * col_bytes, k);
+            out[c] = row_terms(t, w, (const uint8_t *)a + (size_t)c * col_bytes, k, nc == CPU_QDOT_COLS);
     return 0;
 }
 
@@ -263,7 +320,7 @@ int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float 
     return cpu_qdot_cols(t, w, a, 0, 1, k, out);
 }
 
-float cpu_qdot_reference(enum tensor_type t, const void *w, const void *a, int64_t k)
+float cpu_qdot_reference(enum tensor_type t, const void *w, const void *a, int64_t k, bool grouped)
 {
-    return row_terms(t, w, a, k);
+    return row_terms(t, w, a, k, grouped);
 }

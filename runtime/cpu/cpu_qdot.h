@@ -15,24 +15,31 @@
 #include "quant/tensor_type.h"
 
 /* Activations as the fast path reads them: n values quantized as quant_q8_1
- * does, split for wide loads: the n codes, then the n / 32 scales d, then
- * the n / 32 sums s, as floats (the f16 values widened, exactly). */
+ * does, split for wide loads: the n codes (their bytes rounded up to 256),
+ * then the n / 32 scales d, then the n / 32 sums s, as floats (the f16
+ * values widened, exactly). The codes in block order, or grouped for a
+ * prompt's full group of columns: in groups of eight blocks, four codes of
+ * each block in turn (one 32-byte row holds the same four codes of eight
+ * blocks, so the kernels sum a block without horizontal adds). */
 size_t cpu_q8_bytes(int64_t n);
-void cpu_q8_quantize(const float *x, int64_t n, void *out);
+void cpu_q8_quantize(const float *x, int64_t n, void *out, bool grouped);
 
-/* *out = the dot of k elements of w against a (cpu_q8_quantize's layout);
- * 0, or -1 for a type without a Q8_1 dot (the float types, Q2_K, Q3_K). */
+/* *out = the dot of k elements of w against a (cpu_q8_quantize's layout,
+ * in block order); 0, or -1 for a type without a Q8_1 dot (the float
+ * types, Q2_K, Q3_K). */
 int cpu_qdot(enum tensor_type t, const void *w, const void *a, int64_t k, float *out);
 
 /* The same for nc columns (at most CPU_QDOT_COLS), col_bytes apart, into
  * out[0..nc): each weight block unpacked once for all of them (prompt
- * processing); every column's result is cpu_qdot's. */
+ * processing); every column's result is cpu_qdot's. A full group of
+ * CPU_QDOT_COLS columns is read grouped, fewer in block order. */
 #define CPU_QDOT_COLS 8
 int cpu_qdot_cols(enum tensor_type t, const void *w, const void *a, size_t col_bytes, int nc, int64_t k, float *out);
 
 /* The same dot from quant_dot.c's dot_q8_1_terms, added in the order above,
- * with no vector code: what cpu_qdot must equal bit for bit. */
-float cpu_qdot_reference(enum tensor_type t, const void *w, const void *a, int64_t k);
+ * with no vector code: what cpu_qdot must equal bit for bit (a's codes
+ * grouped or in block order). */
+float cpu_qdot_reference(enum tensor_type t, const void *w, const void *a, int64_t k, bool grouped);
 
 /* Whether cpu_qdot takes weights of type t (the eight quantized types with a Q8_1 dot). */
 bool cpu_qdot_takes(enum tensor_type t);

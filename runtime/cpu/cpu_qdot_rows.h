@@ -1,9 +1,13 @@
-/* cpu_qdot_rows.h: the fast path's row kernels, included by cpu_qdot.c once
- * per vector unit with QD_UNIT (the name suffix), QD_TARGET (the function
- * attribute) and QD_PRODUCTS(u, a) (a block's 32 code products, u unsigned
- * and a signed, as eight exact int32 partial sums) defined. Each function:
- * one row against nc (at most CPU_QDOT_COLS) columns of activations, col
- * bytes apart; the row's codes are unpacked once per block for all of them. */
+/* cpu_qdot_rows.h: the fast path's row kernels for activations in block
+ * order (a decode step's column, or a prompt's last few), included by
+ * cpu_qdot.c once per vector unit with QD_UNIT (the name suffix), QD_TARGET
+ * (the function attribute) and QD_ACC(s, u, a) (s plus the products of u's
+ * unsigned and a's signed bytes, four adjacent ones summed into each int32
+ * lane, exact) defined. Each function: one row against nc (fewer than
+ * CPU_QDOT_COLS) columns of activations, col bytes apart, eight blocks at a
+ * time, each block's products summed across lanes (hsum8) into lane b. */
+
+#define QD_PRODUCTS(u, a) QD_ACC(_mm256_setzero_si256(), u, a)
 
 
 /* The 32 codes of a legacy block (before any offset). */
@@ -24,53 +28,13 @@ QD_TARGET static inline __m256 QD_CAT(legacy_terms, QD_UNIT)(enum tensor_type t,
     return _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(d, xd), s), _mm256_mul_ps(m, xs));
 }
 
-/* Eight legacy blocks from j0 (nb of them, the rest repeat block j0)
- * against all eight columns: inlined with nb and t constant where the
- * caller has them, so the codes of the eight blocks and the eight
- * columns' accumulators stay in registers (AVX-512 has 32). */
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_group8, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int64_t k,
-                                                                           int64_t j0, int nb, __m256 acc[CPU_QDOT_COLS])
-{
-    const int bytes = t == TYPE_Q4_0 ? 18 : t == TYPE_Q4_1 ? 20 : t == TYPE_Q5_0 ? 22 : 24;
-    const bool has_m = t == TYPE_Q4_1 || t == TYPE_Q5_1;
-    const __m256 d = halves(w + j0 * bytes, bytes, nb), m = has_m ? halves(w + j0 * bytes + 2, bytes, nb) : _mm256_setzero_ps();
-    __m256i q[8];
-#pragma GCC unroll 8
-    for (int b = 0; b < 8; b++)
-        q[b] = QD_CAT(legacy_codes, QD_UNIT)(t, w + (j0 + (b < nb ? b : 0)) * bytes);
-#pragma GCC unroll 8
-    for (int c = 0; c < CPU_QDOT_COLS; c++) {
-        const uint8_t *ac = a + (size_t)c * col;
-        __m256i p[8];
-#pragma GCC unroll 8
-        for (int b = 0; b < 8; b++)
-            p[b] = QD_PRODUCTS(q[b], _mm256_loadu_si256((const __m256i *)(ac + (j0 + (b < nb ? b : 0)) * 32)));
-        acc[c] = add_lanes(acc[c], QD_CAT(legacy_terms, QD_UNIT)(t, d, m, hsum8(p), floats(d_of(ac, k) + j0, nb), floats(s_of(ac, k) + j0, nb)), nb);
-    }
-}
-
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(row_legacy, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                             float *out)
 {
     const int bytes = t == TYPE_Q4_0 ? 18 : t == TYPE_Q4_1 ? 20 : t == TYPE_Q5_0 ? 22 : 24;
     const bool has_m = t == TYPE_Q4_1 || t == TYPE_Q5_1;
     __m256 acc[CPU_QDOT_COLS];
-    if (nc == CPU_QDOT_COLS) { /* a prompt's full group of columns: whole groups of blocks, then the rest */
-#pragma GCC unroll 8
-        for (int c = 0; c < CPU_QDOT_COLS; c++)
-            acc[c] = _mm256_setzero_ps();
-        int64_t j0 = 0;
-        for (; j0 + 8 <= k / 32; j0 += 8)
-            QD_CAT(legacy_group8, QD_UNIT)(t, w, a, col, k, j0, 8, acc);
-        if (j0 < k / 32)
-            QD_CAT(legacy_group8, QD_UNIT)(t, w, a, col, k, j0, (int)(k / 32 - j0), acc);
-#pragma GCC unroll 8
-        for (int c = 0; c < CPU_QDOT_COLS; c++)
-            out[c] = finish(acc[c]);
-        return;
-    }
-    for (int c = 0; c < nc; c++) /* one column at a time: a decode step, or a prompt's last columns */
-        acc[c] = _mm256_setzero_ps();
+    COLS acc[c] = _mm256_setzero_ps();
     for (int64_t j0 = 0; j0 < k / 32; j0 += 8) {
         const int nb = k / 32 - j0 < 8 ? (int)(k / 32 - j0) : 8;
         const __m256 d = halves(w + j0 * bytes, bytes, nb), m = has_m ? halves(w + j0 * bytes + 2, bytes, nb) : _mm256_setzero_ps();
@@ -223,3 +187,5 @@ QD_TARGET static void QD_CAT(row_q6_k, QD_UNIT)(const uint8_t *w, const uint8_t 
 }
 
 
+
+#undef QD_PRODUCTS

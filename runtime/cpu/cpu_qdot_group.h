@@ -1,0 +1,189 @@
+/* cpu_qdot_group.h: the fast path's row kernels for a prompt's full group
+ * of CPU_QDOT_COLS columns, their activations grouped (cpu_q8_quantize:
+ * each 32-byte row holds the same four codes of eight blocks), included by
+ * cpu_qdot.c after cpu_qdot_rows.h, with the same macros. Eight blocks at
+ * a time: their codes are unpacked and transposed once for all the columns
+ * (transpose8: vector t holds the t-th four codes of each block), so eight
+ * QD_ACCs into one register leave block b's whole integer sum in lane b,
+ * with no horizontal adds; the float terms are the same as cpu_qdot_rows.h's. */
+
+/* Lane b of the result: block b's integer sum of codes qt (transposed)
+ * against the column's group of activations ag. */
+QD_TARGET static inline __m256i QD_CAT(grp_group_sums, QD_UNIT)(const __m256i qt[8], const uint8_t *ag)
+{
+    __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++)
+        s = QD_ACC(s, qt[t], _mm256_loadu_si256((const __m256i *)(ag + 32 * t)));
+    return s;
+}
+
+/* Legacy types: blocks j0 .. j0 + nb - 1 (nb <= 8; the missing ones
+ * repeat block j0 and their lanes are not added) against the columns. */
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_legacy_group, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
+                                                                          int nc, int64_t k, int64_t j0, int nb, __m256 acc[CPU_QDOT_COLS])
+{
+    const int bytes = t == TYPE_Q4_0 ? 18 : t == TYPE_Q4_1 ? 20 : t == TYPE_Q5_0 ? 22 : 24;
+    const bool has_m = t == TYPE_Q4_1 || t == TYPE_Q5_1;
+    const __m256 d = halves(w + j0 * bytes, bytes, nb), m = has_m ? halves(w + j0 * bytes + 2, bytes, nb) : _mm256_setzero_ps();
+    __m256i q[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < 8; b++)
+        q[b] = QD_CAT(legacy_codes, QD_UNIT)(t, w + (j0 + (b < nb ? b : 0)) * bytes);
+    transpose8(q);
+#pragma GCC unroll 8
+    COLS {
+        const uint8_t *ac = a + (size_t)c * col;
+        const __m256i s = QD_CAT(grp_group_sums, QD_UNIT)(q, group_of(ac, j0));
+        acc[c] = add_lanes(acc[c], QD_CAT(legacy_terms, QD_UNIT)(t, d, m, s, floats(d_of(ac, k) + j0, nb), floats(s_of(ac, k) + j0, nb)), nb);
+    }
+}
+
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_legacy_body, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
+                                                                        int nc, int64_t k, float *out)
+{
+    __m256 acc[CPU_QDOT_COLS];
+#pragma GCC unroll 8
+    COLS acc[c] = _mm256_setzero_ps();
+    int64_t j0 = 0;
+    for (; j0 + 8 <= k / 32; j0 += 8)
+        QD_CAT(grp_legacy_group, QD_UNIT)(t, w, a, col, nc, k, j0, 8, acc);
+    if (j0 < k / 32)
+        QD_CAT(grp_legacy_group, QD_UNIT)(t, w, a, col, nc, k, j0, (int)(k / 32 - j0), acc);
+#pragma GCC unroll 8
+    COLS out[c] = finish(acc[c]);
+}
+
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_q8_0_body, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+                                                                      float *out)
+{
+    __m256 acc[CPU_QDOT_COLS];
+#pragma GCC unroll 8
+    COLS acc[c] = _mm256_setzero_ps();
+    for (int64_t j0 = 0; j0 < k / 32; j0 += 8) {
+        const int nb = k / 32 - j0 < 8 ? (int)(k / 32 - j0) : 8;
+        const __m256 d = halves(w + j0 * 34, 34, nb);
+        __m256i q[8], u[8];
+#pragma GCC unroll 8
+        for (int b = 0; b < 8; b++)
+            q[b] = _mm256_loadu_si256((const __m256i *)(w + (j0 + (b < nb ? b : 0)) * 34 + 2));
+        transpose8(q);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++)
+            u[t] = _mm256_sign_epi8(q[t], q[t]); /* |q| unsigned, against a with q's sign: the same products */
+#pragma GCC unroll 8
+        COLS {
+            const uint8_t *ac = a + (size_t)c * col, *ag = group_of(ac, j0);
+            __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++)
+                s = QD_ACC(s, u[t], _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(ag + 32 * t)), q[t]));
+            const __m256 xd = floats(d_of(ac, k) + j0, nb);
+            acc[c] = add_lanes(acc[c], _mm256_mul_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(s)), nb); /* d * x.d * s */
+        }
+    }
+#pragma GCC unroll 8
+    COLS out[c] = finish(acc[c]);
+}
+
+/* Q4_K/Q5_K: a superblock's eight sub-blocks are the eight lanes. */
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_kx_body, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
+                                                                    int nc, int64_t k, float *out)
+{
+    const int bytes = t == TYPE_Q4_K ? 144 : 176;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[CPU_QDOT_COLS];
+#pragma GCC unroll 8
+    COLS acc[c] = _mm256_setzero_ps();
+    for (int64_t sb0 = 0; sb0 < k / QK_K; sb0++) {
+        const uint8_t *blk = w + sb0 * bytes, *qh = blk + 16, *qs = blk + (t == TYPE_Q4_K ? 16 : 48);
+        uint8_t sc8[8], mn8[8];
+        k_scales_unpack(blk + 4, sc8, mn8);
+        const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
+        const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
+        const __m256i high = t == TYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int sb = 0; sb < 8; sb++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (sb / 2)));
+            q[sb] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+            if (t == TYPE_Q5_K) { /* bit sb of qh[l] is code l's fifth bit */
+                const __m256i bit = _mm256_set1_epi8((char)(1 << sb));
+                q[sb] = _mm256_or_si256(q[sb], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(high, bit), bit),
+                                                                _mm256_set1_epi8(0x10)));
+            }
+        }
+        transpose8(q);
+#pragma GCC unroll 8
+        COLS {
+            const uint8_t *ac = a + (size_t)c * col;
+            const __m256 s = _mm256_cvtepi32_ps(QD_CAT(grp_group_sums, QD_UNIT)(q, group_of(ac, sb0 * 8)));
+            const __m256 xd = _mm256_loadu_ps(d_of(ac, k) + sb0 * 8), xs = _mm256_loadu_ps(s_of(ac, k) + sb0 * 8);
+            /* d * sc * x.d * s - dmin * mn * x.s */
+            acc[c] = _mm256_add_ps(acc[c], _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dsc, xd), s), _mm256_mul_ps(dmn, xs)));
+        }
+    }
+#pragma GCC unroll 8
+    COLS out[c] = finish(acc[c]);
+}
+
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_q6_k_body, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+                                                                      float *out)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
+    __m256 acc[CPU_QDOT_COLS];
+#pragma GCC unroll 8
+    COLS acc[c] = _mm256_setzero_ps();
+    for (int64_t sb0 = 0; sb0 < k / QK_K; sb0++) {
+        const uint8_t *blk = w + sb0 * 210, *ql = blk, *qh = blk + 128;
+        const int8_t *sc = (const int8_t *)(blk + 192);
+        const __m256 d = _mm256_set1_ps(load_f16(blk + 208));
+        /* lane b: sub-block b's two scales, of its first and second 16 codes */
+        const __m256i sc_lo = _mm256_setr_epi32(sc[0], sc[2], sc[4], sc[6], sc[8], sc[10], sc[12], sc[14]);
+        const __m256i sc_hi = _mm256_setr_epi32(sc[1], sc[3], sc[5], sc[7], sc[9], sc[11], sc[13], sc[15]);
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int sb = 0; sb < 8; sb++) {
+            /* element 32 sb + l: low bits in ql[64 h + 32 (sb % 2) + l] >> 4 ((sb % 4) / 2), high in qh[32 h + l] >> 2 (sb % 4) */
+            const __m256i lo = _mm256_loadu_si256((const __m256i *)(ql + 64 * (sb / 4) + 32 * (sb % 2)));
+            const __m256i hi = _mm256_loadu_si256((const __m256i *)(qh + 32 * (sb / 4)));
+            q[sb] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * ((sb % 4) / 2))), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * (sb % 4))), m2), 4));
+        }
+        transpose8(q);
+#pragma GCC unroll 8
+        COLS {
+            const uint8_t *ag = group_of(a + (size_t)c * col, sb0 * 8);
+            /* (q - 32) a as q a - 32 a, over each sub-block's first 16 codes (t < 4) and its second */
+            __m256i half[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(ag + 32 * t));
+                half[t / 4] = _mm256_sub_epi32(QD_ACC(half[t / 4], q[t], x), QD_ACC(_mm256_setzero_si256(), c32, x));
+            }
+            const __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(half[0], sc_lo), _mm256_mullo_epi32(half[1], sc_hi));
+            const __m256 xd = _mm256_loadu_ps(d_of(a + (size_t)c * col, k) + sb0 * 8);
+            acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(s))); /* d * x.d * (sc0 s0 + sc1 s1) */
+        }
+    }
+#pragma GCC unroll 8
+    COLS out[c] = finish(acc[c]);
+}
+
+/* The kernels with the type fixed and the column count a constant: the
+ * column loops unroll and the columns' accumulators stay in registers. */
+#define QD_GROUP(NAME, BODY, ...) \
+    QD_TARGET static void QD_CAT(NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int64_t k, float *out) \
+    { \
+        QD_CAT(BODY, QD_UNIT)(__VA_ARGS__ w, a, col, CPU_QDOT_COLS, k, out); \
+    }
+QD_GROUP(group_q4_0, grp_legacy_body, TYPE_Q4_0,)
+QD_GROUP(group_q4_1, grp_legacy_body, TYPE_Q4_1,)
+QD_GROUP(group_q5_0, grp_legacy_body, TYPE_Q5_0,)
+QD_GROUP(group_q5_1, grp_legacy_body, TYPE_Q5_1,)
+QD_GROUP(group_q8_0, grp_q8_0_body)
+QD_GROUP(group_q4_k, grp_kx_body, TYPE_Q4_K,)
+QD_GROUP(group_q5_k, grp_kx_body, TYPE_Q5_K,)
+QD_GROUP(group_q6_k, grp_q6_k_body)
+#undef QD_GROUP
