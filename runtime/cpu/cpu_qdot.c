@@ -282,7 +282,8 @@ static bool vector_row(enum tensor_type t, const uint8_t *w, const uint8_t *a, s
     case TYPE_Q5_0: QD_PICK(row_q5_0)(w, a, col, nc, k, out); break;
     case TYPE_Q5_1: QD_PICK(row_q5_1)(w, a, col, nc, k, out); break;
     case TYPE_Q8_0: QD_PICK(row_q8_0)(w, a, col, nc, k, out); break;
-    case TYPE_Q4_K: case TYPE_Q5_K: QD_PICK(row_kx)(t, w, a, col, nc, k, out); break;
+    case TYPE_Q4_K: QD_PICK(row_q4_k)(w, a, col, nc, k, out); break;
+    case TYPE_Q5_K: QD_PICK(row_q5_k)(w, a, col, nc, k, out); break;
     default: QD_PICK(row_q6_k)(w, a, col, nc, k, out); break;
     }
 #undef QD_PICK

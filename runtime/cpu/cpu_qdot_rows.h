@@ -28,7 +28,7 @@ QD_TARGET static inline __m256 QD_CAT(legacy_terms, QD_UNIT)(enum tensor_type t,
     return _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(d, xd), s), _mm256_mul_ps(m, xs));
 }
 
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(row_legacy, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_rows, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                             float *out)
 {
     const int bytes = t == TYPE_Q4_0 ? 18 : t == TYPE_Q4_1 ? 20 : t == TYPE_Q5_0 ? 22 : 24;
@@ -52,18 +52,6 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(row_legacy, Q
     COLS out[c] = finish(acc[c]);
 }
 
-/* row_legacy with the type fixed, one function per type (the type's
- * branches folded away). */
-#define QD_LEGACY(T, NAME) \
-    QD_TARGET static void QD_CAT(NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out) \
-    { \
-        QD_CAT(row_legacy, QD_UNIT)(T, w, a, col, nc, k, out); \
-    }
-QD_LEGACY(TYPE_Q4_0, row_q4_0)
-QD_LEGACY(TYPE_Q4_1, row_q4_1)
-QD_LEGACY(TYPE_Q5_0, row_q5_0)
-QD_LEGACY(TYPE_Q5_1, row_q5_1)
-#undef QD_LEGACY
 
 /* A Q8_0 block's products with a: |q| unsigned against a with q's sign, the same products. */
 QD_TARGET static inline __m256i QD_CAT(q8_products, QD_UNIT)(__m256i q, __m256i a)
@@ -71,7 +59,7 @@ QD_TARGET static inline __m256i QD_CAT(q8_products, QD_UNIT)(__m256i q, __m256i 
     return QD_PRODUCTS(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
 }
 
-QD_TARGET static void QD_CAT(row_q8_0, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out)
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q8_0_rows, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out)
 {
     __m256 acc[CPU_QDOT_COLS];
     COLS acc[c] = _mm256_setzero_ps();
@@ -107,7 +95,7 @@ QD_TARGET static void QD_CAT(row_q8_0, QD_UNIT)(const uint8_t *w, const uint8_t 
 }
 
 /* Q4_K/Q5_K: a superblock's eight sub-blocks are the eight lanes. */
-QD_TARGET static void QD_CAT(row_kx, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_rows, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                         float *out)
 {
     const int bytes = t == TYPE_Q4_K ? 144 : 176;
@@ -147,7 +135,7 @@ QD_TARGET static void QD_CAT(row_kx, QD_UNIT)(enum tensor_type t, const uint8_t 
     COLS out[c] = finish(acc[c]);
 }
 
-QD_TARGET static void QD_CAT(row_q6_k, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out)
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_rows, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
     __m256 acc[CPU_QDOT_COLS];
@@ -188,4 +176,23 @@ QD_TARGET static void QD_CAT(row_q6_k, QD_UNIT)(const uint8_t *w, const uint8_t 
 
 
 
+/* The kernels with the type fixed, and for a decode step's one column the
+ * count a constant (its accumulator in a register, not an array). */
+#define QD_ROW(NAME, BODY, ...) \
+    QD_TARGET static void QD_CAT(NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out) \
+    { \
+        if (nc == 1) \
+            QD_CAT(BODY, QD_UNIT)(__VA_ARGS__ w, a, col, 1, k, out); \
+        else \
+            QD_CAT(BODY, QD_UNIT)(__VA_ARGS__ w, a, col, nc, k, out); \
+    }
+QD_ROW(row_q4_0, legacy_rows, TYPE_Q4_0,)
+QD_ROW(row_q4_1, legacy_rows, TYPE_Q4_1,)
+QD_ROW(row_q5_0, legacy_rows, TYPE_Q5_0,)
+QD_ROW(row_q5_1, legacy_rows, TYPE_Q5_1,)
+QD_ROW(row_q8_0, q8_0_rows)
+QD_ROW(row_q4_k, kx_rows, TYPE_Q4_K,)
+QD_ROW(row_q5_k, kx_rows, TYPE_Q5_K,)
+QD_ROW(row_q6_k, q6_k_rows)
+#undef QD_ROW
 #undef QD_PRODUCTS
