@@ -78,7 +78,14 @@ CPU_SIMD static void *attend(void *arg)
                 continue;
             const float wgt = scores[t * n_ctx + p] / sums[t];
             float *a = acc + t * d;
-            for (int64_t i = 0; i < d; i++)
+            int64_t i = 0;
+            for (; i + 8 <= d; i += 8) { /* by hand: the compiler cannot tell a from row */
+                cpu_v8 av, rv;
+                CPU_V8_LOAD(av, a + i), CPU_V8_LOAD(rv, row + i);
+                av += wgt * rv;
+                memcpy(a + i, &av, sizeof av);
+            }
+            for (; i < d; i++)
                 a[i] += wgt * row[i];
         }
     }
