@@ -87,8 +87,12 @@ static int rows_in_parallel(const struct weight *w, cpu_dot_fn dot, const float 
 }
 
 /* The fast path's rows: each row of w (its GGUF bytes) against every Q8_1
- * column of xq, the columns of one row one after another while the row is
- * in cache; the row's result is cpu_qdot's whichever thread makes it. */
+ * column of xq, in blocks of rows against each group of columns; each
+ * result is cpu_qdot's whichever thread or block makes it. */
+/* Rows taken together against each group of columns, so a group's
+ * activations (9 to 48 KB) are read from L1 for all of them instead of
+ * from L2 once a row (pp512 +11%; 8, 32 or 64 rows alike) */
+#define QROW_BLOCK 16
 struct qjob {
     const struct weight *w;
     const uint8_t *xq;
@@ -104,15 +108,18 @@ static void *run_qrows(void *arg)
     const struct weight *w = j->w;
     int64_t k = w->ne[0], n = w->ne[1];
     size_t row_bytes = type_bytes(w->type, (uint64_t)k), col_bytes = cpu_q8_bytes(k);
-    for (int64_t r = j->r0; r < j->r1; r++) {
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * row_bytes;
+    for (int64_t r0 = j->r0; r0 < j->r1; r0 += QROW_BLOCK) {
+        const int64_t r1 = j->r1 - r0 < QROW_BLOCK ? j->r1 : r0 + QROW_BLOCK;
         for (int64_t c0 = 0; c0 < j->nt; c0 += CPU_QDOT_COLS) {
-            float v[CPU_QDOT_COLS];
             int nc = j->nt - c0 < CPU_QDOT_COLS ? (int)(j->nt - c0) : CPU_QDOT_COLS;
-            cpu_qdot_cols(w->type, wr, j->xq + (size_t)c0 * col_bytes, col_bytes, nc, k, v); /* the caller checked the type */
-            for (int c = 0; c < nc; c++) {
-                float *out = &j->y[(c0 + c) * n + r];
-                *out = j->mode == PRODUCT ? v[c] : cpu_silu(*out) * v[c];
+            for (int64_t r = r0; r < r1; r++) {
+                float v[CPU_QDOT_COLS];
+                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * row_bytes;
+                cpu_qdot_cols(w->type, wr, j->xq + (size_t)c0 * col_bytes, col_bytes, nc, k, v); /* the caller checked the type */
+                for (int c = 0; c < nc; c++) {
+                    float *out = &j->y[(c0 + c) * n + r];
+                    *out = j->mode == PRODUCT ? v[c] : cpu_silu(*out) * v[c];
+                }
             }
         }
     }
