@@ -62,8 +62,8 @@ extern const struct backend cuda_backend;
 
 /* The backends a --device name asks for, in the order to try them: "cpu",
  * "cpu-fast", "cuda", or "auto" (CUDA where this build has it and a device
- * exists, then the CPU reference). Returns how many (0 with e set when the named one cannot run
- * here, saying why). */
+ * exists, then the CPU's fast path; the reference only when named). Returns
+ * how many (0 with e set when the named one cannot run here, saying why). */
 int backend_choose(const char *device, const struct backend *out[2], struct error *e);
 
 #endif

@@ -375,7 +375,7 @@ Test(bench, prints_a_table_and_json, .timeout = 120)
     const char *m = tiny_chat_model();
     char *t = stdout_of("%s bench -m %s -p 16 -n 8 -r 2", minfer_bin(), m);
     cr_assert(strstr(t, "| model | size | params | backend | threads | test | t/s |") && strstr(t, "| pp16 |") &&
-              strstr(t, "| tg8 |") && strstr(t, "| CPU |"), "%s", t);
+              strstr(t, "| tg8 |") && strstr(t, "| CPU-FAST |"), "%s", t); /* auto without a GPU: the fast path */
     char *j = stdout_of("%s bench -m %s -p 16 -n 8 -r 2 --json | python3 -c \"import json,sys; d=json.load(sys.stdin); "
                         "print([r['test'] for r in d], all(r['tokens_per_second'] > 0 for r in d))\"", minfer_bin(), m);
     cr_assert_str_eq(j, "['pp16', 'tg8'] True\n");
@@ -476,7 +476,7 @@ Test(run, the_device_is_chosen_at_load_and_said, .timeout = 60)
     free(out);
     snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 2 --temp 0", minfer_bin(), m);
     cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
-    cr_assert(strstr(out, "run: backend cpu (") && strstr(out, "chosen by --device auto"), "%s", out);
+    cr_assert(strstr(out, "run: backend cpu-fast (") && strstr(out, "chosen by --device auto"), "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 2 --device cuda", minfer_bin(), m);
     cr_assert_eq(run_cmd(cmd, &out), 1, "%s", out);

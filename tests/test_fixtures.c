@@ -103,7 +103,7 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     struct model m;
     struct engine en;
     struct error e;
-    struct engine_config cfg = { .n_ctx = 64, .n_batch = 16, .kv_type = KV_F32 };
+    struct engine_config cfg = { .n_ctx = 64, .n_batch = 16, .kv_type = KV_F32, .device = "cpu" }; /* the reference */
     float *golden = open_fixture(f, &cfg, want_greedy, &m, &en);
     static float step_logits[N_TOKENS][N_VOCAB];
     double worst = 0;
