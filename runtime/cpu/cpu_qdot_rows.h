@@ -94,32 +94,57 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q8_0_rows, QD
     COLS out[c] = finish(acc[c]);
 }
 
+/* A Q4_K/Q5_K superblock unpacked: each sub-block's 32 codes (q[sb]), and
+ * d * scale and dmin * min per sub-block (lane sb). */
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_unpack, QD_UNIT)(enum tensor_type t, const uint8_t *blk, __m256i q[8],
+                                                                       __m256 *dsc, __m256 *dmn)
+{
+    const uint8_t *qh = blk + 16, *qs = blk + (t == TYPE_Q4_K ? 16 : 48);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    uint8_t sc8[8], mn8[8];
+    k_scales_unpack(blk + 4, sc8, mn8);
+    *dsc = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
+    *dmn = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
+    const __m256i high = t == TYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int sb = 0; sb < 8; sb++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (sb / 2)));
+        q[sb] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+        if (t == TYPE_Q5_K) { /* bit sb of qh[l] is code l's fifth bit */
+            const __m256i bit = _mm256_set1_epi8((char)(1 << sb));
+            q[sb] = _mm256_or_si256(q[sb], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(high, bit), bit),
+                                                            _mm256_set1_epi8(0x10)));
+        }
+    }
+}
+
+/* A Q6_K superblock's eight sub-blocks' 32 codes each (0..63, before the -32). */
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_unpack, QD_UNIT)(const uint8_t *blk, __m256i q[8])
+{
+    const uint8_t *ql = blk, *qh = blk + 128;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+#pragma GCC unroll 8
+    for (int sb = 0; sb < 8; sb++) {
+        /* element 32 sb + l: low bits in ql[64 h + 32 (sb % 2) + l] >> 4 ((sb % 4) / 2), high in qh[32 h + l] >> 2 (sb % 4) */
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(ql + 64 * (sb / 4) + 32 * (sb % 2)));
+        const __m256i hi = _mm256_loadu_si256((const __m256i *)(qh + 32 * (sb / 4)));
+        q[sb] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * ((sb % 4) / 2))), m4),
+            _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * (sb % 4))), m2), 4));
+    }
+}
+
 /* Q4_K/Q5_K: a superblock's eight sub-blocks are the eight lanes. */
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_rows, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                         float *out)
 {
     const int bytes = t == TYPE_Q4_K ? 144 : 176;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[CPU_QDOT_COLS];
     COLS acc[c] = _mm256_setzero_ps();
     for (int64_t sb0 = 0; sb0 < k / QK_K; sb0++) {
-        const uint8_t *blk = w + sb0 * bytes, *qh = blk + 16, *qs = blk + (t == TYPE_Q4_K ? 16 : 48);
-        uint8_t sc8[8], mn8[8];
-        k_scales_unpack(blk + 4, sc8, mn8);
-        const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
-        const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
-        const __m256i high = t == TYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
         __m256i q[8];
-#pragma GCC unroll 8
-        for (int sb = 0; sb < 8; sb++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (sb / 2)));
-            q[sb] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
-            if (t == TYPE_Q5_K) { /* bit sb of qh[l] is code l's fifth bit */
-                const __m256i bit = _mm256_set1_epi8((char)(1 << sb));
-                q[sb] = _mm256_or_si256(q[sb], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(high, bit), bit),
-                                                                _mm256_set1_epi8(0x10)));
-            }
-        }
+        __m256 dsc, dmn;
+        QD_CAT(kx_unpack, QD_UNIT)(t, w + sb0 * bytes, q, &dsc, &dmn);
         COLS {
             const uint8_t *ac = a + (size_t)c * col;
             __m256i p[8];
@@ -137,26 +162,19 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_rows, QD_U
 
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_rows, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
+    const __m256i c32 = _mm256_set1_epi8(32);
     __m256 acc[CPU_QDOT_COLS];
     COLS acc[c] = _mm256_setzero_ps();
     for (int64_t sb0 = 0; sb0 < k / QK_K; sb0++) {
-        const uint8_t *blk = w + sb0 * 210, *ql = blk, *qh = blk + 128;
+        const uint8_t *blk = w + sb0 * 210;
         const int8_t *sc = (const int8_t *)(blk + 192);
         const __m256 d = _mm256_set1_ps(load_f16(blk + 208));
         __m256i q[8], scale[8];
+        QD_CAT(q6_k_unpack, QD_UNIT)(blk, q);
 #pragma GCC unroll 8
-        for (int sb = 0; sb < 8; sb++) {
-            /* element 32 sb + l: low bits in ql[64 h + 32 (sb % 2) + l] >> 4 ((sb % 4) / 2), high in qh[32 h + l] >> 2 (sb % 4) */
-            const __m256i lo = _mm256_loadu_si256((const __m256i *)(ql + 64 * (sb / 4) + 32 * (sb % 2)));
-            const __m256i hi = _mm256_loadu_si256((const __m256i *)(qh + 32 * (sb / 4)));
-            q[sb] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * ((sb % 4) / 2))), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * (sb % 4))), m2), 4));
-            /* the first 16 codes' partial sums are lanes 0..3, the second's 4..7 */
+        for (int sb = 0; sb < 8; sb++) /* the first 16 codes' partial sums are lanes 0..3, the second's 4..7 */
             scale[sb] = _mm256_setr_epi32(sc[2 * sb], sc[2 * sb], sc[2 * sb], sc[2 * sb], sc[2 * sb + 1], sc[2 * sb + 1],
                                           sc[2 * sb + 1], sc[2 * sb + 1]);
-        }
         COLS {
             const uint8_t *ac = a + (size_t)c * col;
             __m256i p[8];
