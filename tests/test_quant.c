@@ -155,6 +155,23 @@ Test(quant, q8_1_sum_is_scale_times_code_sum)
     free(x);
 }
 
+/* Q8_0 codes round half away from zero, as roundf does: a block whose
+ * largest value is 127 has scale 1, so the values themselves are rounded,
+ * ties and near-ties included. */
+Test(quant, q8_codes_round_half_away_from_zero)
+{
+    static const float v[32] = { 127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -126.5f, 0.49999997f,
+                                 -0.49999997f, 0.50000006f, 3.4999998f, -3.5000002f, 0, -0.0f, 64.5f, -64.5f, 10.25f,
+                                 -10.75f, 99.5f, -99.5f, 7.5f, -7.5f, 0.25f, -0.75f, 120.5f, -120.5f, 1e-8f, -1e-8f,
+                                 33.5f, -127.0f };
+    uint8_t q[34];
+    quant_q8_0(v, q, 32);
+    cr_assert_eq(load_f16(q), 1.0f);
+    for (int j = 0; j < 32; j++)
+        cr_assert_eq((int8_t)q[2 + j], (int)roundf(v[j]), "value %.9g: code %d, roundf %g", (double)v[j], (int8_t)q[2 + j],
+                     (double)roundf(v[j]));
+}
+
 Test(quant, unsupported_types_are_refused)
 {
     float x[256] = { 0 };

@@ -173,6 +173,16 @@ void dequant_q5_1(const uint8_t *src, float *dst, int64_t n)
 /* Q8_0 and Q8_1 share the code computation; Q8_1 adds s = d * sum(codes),
  * which lets a dot product with an offset format apply the offset once per
  * block instead of once per element. */
+/* roundf(v) for |v| < 2^23 (here |v| <= 127 and a rounding): half away
+ * from zero, exactly, without a call into libm (a prompt quantizes every
+ * activation: the calls were 2% of its time on the CPU fast path). */
+static inline int round_half_away(float v)
+{
+    const int i = (int)v;        /* toward zero */
+    const float r = v - (float)i; /* exact: the fraction of v */
+    return i + (r >= 0.5f) - (r <= -0.5f);
+}
+
 static float quant_q8_block(const float *x, int8_t *qs)
 {
     float amax = 0;
@@ -181,7 +191,7 @@ static float quant_q8_block(const float *x, int8_t *qs)
     const float d = amax / 127;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     for (int j = 0; j < QK; j++)
-        qs[j] = (int8_t)roundf(x[j] * id);
+        qs[j] = (int8_t)round_half_away(x[j] * id);
     return d;
 }
 
