@@ -201,20 +201,34 @@ AVX2 static inline float finish(__m256 acc)
 #define QD_UNIT avx2
 #define QD_TARGET AVX2
 #define QD_ACC(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)))
+#define QD_FIFTH(p) fifth_bits(p)
 #include "cpu/cpu_qdot_rows.h"
 #include "cpu/cpu_qdot_group.h"
 #undef QD_UNIT
 #undef QD_TARGET
 #undef QD_ACC
+#undef QD_FIFTH
+
+#define VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+/* fifth_bits with AVX-512BW: the word is the byte mask itself. */
+VNNI static inline __m256i fifth_bits_bw(const uint8_t *p)
+{
+    uint32_t h;
+    memcpy(&h, p, 4);
+    return _mm256_maskz_mov_epi8((__mmask32)h, _mm256_set1_epi8(0x10));
+}
 
 #define QD_UNIT vnni
-#define QD_TARGET __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512vnni")))
+#define QD_TARGET VNNI
 #define QD_ACC(s, u, a) _mm256_dpbusd_epi32(s, u, a)
+#define QD_FIFTH(p) fifth_bits_bw(p)
 #include "cpu/cpu_qdot_rows.h"
 #include "cpu/cpu_qdot_group.h"
 #undef QD_UNIT
 #undef QD_TARGET
 #undef QD_ACC
+#undef QD_FIFTH
 
 enum unit { SCALAR, UNIT_AVX2, UNIT_VNNI };
 static const char *const unit_names[] = { "scalar", "avx2", "avx512-vnni" };
@@ -227,7 +241,8 @@ static int best_unit(void)
     if (u < 0) {
         __builtin_cpu_init();
         u = !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) ? SCALAR
-            : __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") ? UNIT_VNNI
+            : __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
+                ? UNIT_VNNI
                                                                                            : UNIT_AVX2;
         __atomic_store_n(&known, u, __ATOMIC_RELAXED);
     }

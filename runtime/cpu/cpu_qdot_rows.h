@@ -1,9 +1,10 @@
 /* cpu_qdot_rows.h: the fast path's row kernels for activations in block
  * order (a decode step's column, or a prompt's last few), included by
  * cpu_qdot.c once per vector unit with QD_UNIT (the name suffix), QD_TARGET
- * (the function attribute) and QD_ACC(s, u, a) (s plus the products of u's
+ * (the function attribute), QD_ACC(s, u, a) (s plus the products of u's
  * unsigned and a's signed bytes, four adjacent ones summed into each int32
- * lane, exact) defined. Each function: one row against nc (fewer than
+ * lane, exact) and QD_FIFTH(p) (0x10 in byte i where bit i of the word at p
+ * is set) defined. Each function: one row against nc (fewer than
  * CPU_QDOT_COLS) columns of activations, col bytes apart, eight blocks at a
  * time, each block's products summed across lanes (hsum8) into lane b. */
 
@@ -15,7 +16,7 @@ QD_TARGET static inline __m256i QD_CAT(legacy_codes, QD_UNIT)(enum tensor_type t
 {
     __m256i q = nibbles(blk + (t == TYPE_Q4_0 ? 2 : t == TYPE_Q4_1 ? 4 : t == TYPE_Q5_0 ? 6 : 8));
     if (t == TYPE_Q5_0 || t == TYPE_Q5_1)
-        q = _mm256_or_si256(q, fifth_bits(blk + (t == TYPE_Q5_0 ? 2 : 4)));
+        q = _mm256_or_si256(q, QD_FIFTH(blk + (t == TYPE_Q5_0 ? 2 : 4)));
     return q;
 }
 
