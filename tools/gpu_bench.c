@@ -72,7 +72,8 @@ int main(int argc, char **argv)
                 wq[(size_t)j * row_bytes + b2] = wq[b2];
         /* copies enough to overflow the 60 MB L2, used in turn, so each GEMV streams from DRAM as in a model */
         enum { COPIES_MAX = 32 };
-        const int copies = (int)(wbytes >= L2_FLUSH_BYTES / 2 ? 2 : (L2_FLUSH_BYTES + wbytes - 1) / wbytes);
+        int copies = (int)(wbytes >= L2_FLUSH_BYTES / 2 ? 2 : (L2_FLUSH_BYTES + wbytes - 1) / wbytes);
+        copies = copies > COPIES_MAX ? COPIES_MAX : copies; /* a matrix under 8 MiB: some L2 hits remain */
         void *dw[COPIES_MAX], *dx, *dxf, *dy, *dq;
         unsigned *dt, *zero = calloc((size_t)(n / 32), sizeof *zero);
         for (int c = 0; c < copies; c++)

@@ -191,6 +191,12 @@ AVX2 static inline float finish(__m256 acc)
 }
 
 #define COLS for (int c = 0; c < nc; c++)
+
+/* The types with kernels, as the row headers make them: (name, kernel
+ * family, the family's type argument if it takes one). */
+#define QD_KERNELS(X) \
+    X(q4_0, legacy, TYPE_Q4_0, ) X(q4_1, legacy, TYPE_Q4_1, ) X(q5_0, legacy, TYPE_Q5_0, ) X(q5_1, legacy, TYPE_Q5_1, ) \
+    X(q8_0, q8_0) X(q4_k, kx, TYPE_Q4_K, ) X(q5_k, kx, TYPE_Q5_K, ) X(q6_k, q6_k)
 #define QD_CAT2(a, b) a##_##b
 #define QD_CAT(a, b) QD_CAT2(a, b)
 

@@ -9,7 +9,7 @@
 
 /* Lane b of the result: block b's integer sum of codes qt (transposed)
  * against the column's group of activations ag. */
-QD_TARGET static inline __m256i QD_CAT(grp_group_sums, QD_UNIT)(const __m256i qt[8], const uint8_t *ag)
+QD_TARGET static inline __m256i QD_CAT(group_sums, QD_UNIT)(const __m256i qt[8], const uint8_t *ag)
 {
     __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -20,7 +20,7 @@ QD_TARGET static inline __m256i QD_CAT(grp_group_sums, QD_UNIT)(const __m256i qt
 
 /* Legacy types: blocks j0 .. j0 + nb - 1 (nb <= 8; the missing ones
  * repeat block j0 and their lanes are not added) against the columns. */
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_legacy_group, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_blocks8, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
                                                                           int nc, int64_t k, int64_t j0, int nb, __m256 acc[CPU_QDOT_COLS])
 {
     const int bytes = t == TYPE_Q4_0 ? 18 : t == TYPE_Q4_1 ? 20 : t == TYPE_Q5_0 ? 22 : 24;
@@ -34,12 +34,12 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_legacy_gr
 #pragma GCC unroll 8
     COLS {
         const uint8_t *ac = a + (size_t)c * col;
-        const __m256i s = QD_CAT(grp_group_sums, QD_UNIT)(q, group_of(ac, j0));
+        const __m256i s = QD_CAT(group_sums, QD_UNIT)(q, group_of(ac, j0));
         acc[c] = add_lanes(acc[c], QD_CAT(legacy_terms, QD_UNIT)(t, d, m, s, floats(d_of(ac, k) + j0, nb), floats(s_of(ac, k) + j0, nb)), nb);
     }
 }
 
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_legacy_body, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_group, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
                                                                         int nc, int64_t k, float *out)
 {
     __m256 acc[CPU_QDOT_COLS];
@@ -47,14 +47,14 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_legacy_bo
     COLS acc[c] = _mm256_setzero_ps();
     int64_t j0 = 0;
     for (; j0 + 8 <= k / 32; j0 += 8)
-        QD_CAT(grp_legacy_group, QD_UNIT)(t, w, a, col, nc, k, j0, 8, acc);
+        QD_CAT(legacy_blocks8, QD_UNIT)(t, w, a, col, nc, k, j0, 8, acc);
     if (j0 < k / 32)
-        QD_CAT(grp_legacy_group, QD_UNIT)(t, w, a, col, nc, k, j0, (int)(k / 32 - j0), acc);
+        QD_CAT(legacy_blocks8, QD_UNIT)(t, w, a, col, nc, k, j0, (int)(k / 32 - j0), acc);
 #pragma GCC unroll 8
     COLS out[c] = finish(acc[c]);
 }
 
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_q8_0_body, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q8_0_group, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                                                                       float *out)
 {
     __m256 acc[CPU_QDOT_COLS];
@@ -87,7 +87,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_q8_0_body
 }
 
 /* Q4_K/Q5_K: a superblock's eight sub-blocks are the eight lanes. */
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_kx_body, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_group, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
                                                                     int nc, int64_t k, float *out)
 {
     const int bytes = t == TYPE_Q4_K ? 144 : 176;
@@ -102,7 +102,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_kx_body, 
 #pragma GCC unroll 8
         COLS {
             const uint8_t *ac = a + (size_t)c * col;
-            const __m256 s = _mm256_cvtepi32_ps(QD_CAT(grp_group_sums, QD_UNIT)(q, group_of(ac, sb0 * 8)));
+            const __m256 s = _mm256_cvtepi32_ps(QD_CAT(group_sums, QD_UNIT)(q, group_of(ac, sb0 * 8)));
             const __m256 xd = _mm256_loadu_ps(d_of(ac, k) + sb0 * 8), xs = _mm256_loadu_ps(s_of(ac, k) + sb0 * 8);
             /* d * sc * x.d * s - dmin * mn * x.s */
             acc[c] = _mm256_add_ps(acc[c], _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dsc, xd), s), _mm256_mul_ps(dmn, xs)));
@@ -112,7 +112,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_kx_body, 
     COLS out[c] = finish(acc[c]);
 }
 
-QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_q6_k_body, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_group, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                                                                       float *out)
 {
     const __m256i c32 = _mm256_set1_epi8(32);
@@ -148,19 +148,12 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(grp_q6_k_body
     COLS out[c] = finish(acc[c]);
 }
 
-/* The kernels with the type fixed and the column count a constant: the
- * column loops unroll and the columns' accumulators stay in registers. */
-#define QD_GROUP(NAME, BODY, ...) \
-    QD_TARGET static void QD_CAT(NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int64_t k, float *out) \
+/* The kernels with the type fixed (QD_KERNELS) and the column count a
+ * constant: the column loops unroll and the accumulators stay in registers. */
+#define QD_GROUP(NAME, FAMILY, ...) \
+    QD_TARGET static void QD_CAT(group_##NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int64_t k, float *out) \
     { \
-        QD_CAT(BODY, QD_UNIT)(__VA_ARGS__ w, a, col, CPU_QDOT_COLS, k, out); \
+        QD_CAT(FAMILY##_group, QD_UNIT)(__VA_ARGS__ w, a, col, CPU_QDOT_COLS, k, out); \
     }
-QD_GROUP(group_q4_0, grp_legacy_body, TYPE_Q4_0,)
-QD_GROUP(group_q4_1, grp_legacy_body, TYPE_Q4_1,)
-QD_GROUP(group_q5_0, grp_legacy_body, TYPE_Q5_0,)
-QD_GROUP(group_q5_1, grp_legacy_body, TYPE_Q5_1,)
-QD_GROUP(group_q8_0, grp_q8_0_body)
-QD_GROUP(group_q4_k, grp_kx_body, TYPE_Q4_K,)
-QD_GROUP(group_q5_k, grp_kx_body, TYPE_Q5_K,)
-QD_GROUP(group_q6_k, grp_q6_k_body)
+QD_KERNELS(QD_GROUP)
 #undef QD_GROUP

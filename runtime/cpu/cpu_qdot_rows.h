@@ -195,23 +195,16 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_rows, QD
 
 
 
-/* The kernels with the type fixed, and for a decode step's one column the
- * count a constant (its accumulator in a register, not an array). */
-#define QD_ROW(NAME, BODY, ...) \
-    QD_TARGET static void QD_CAT(NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out) \
+/* The kernels with the type fixed (QD_KERNELS), and for a decode step's one
+ * column the count a constant (its accumulator in a register, not an array). */
+#define QD_ROW(NAME, FAMILY, ...) \
+    QD_TARGET static void QD_CAT(row_##NAME, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out) \
     { \
         if (nc == 1) \
-            QD_CAT(BODY, QD_UNIT)(__VA_ARGS__ w, a, col, 1, k, out); \
+            QD_CAT(FAMILY##_rows, QD_UNIT)(__VA_ARGS__ w, a, col, 1, k, out); \
         else \
-            QD_CAT(BODY, QD_UNIT)(__VA_ARGS__ w, a, col, nc, k, out); \
+            QD_CAT(FAMILY##_rows, QD_UNIT)(__VA_ARGS__ w, a, col, nc, k, out); \
     }
-QD_ROW(row_q4_0, legacy_rows, TYPE_Q4_0,)
-QD_ROW(row_q4_1, legacy_rows, TYPE_Q4_1,)
-QD_ROW(row_q5_0, legacy_rows, TYPE_Q5_0,)
-QD_ROW(row_q5_1, legacy_rows, TYPE_Q5_1,)
-QD_ROW(row_q8_0, q8_0_rows)
-QD_ROW(row_q4_k, kx_rows, TYPE_Q4_K,)
-QD_ROW(row_q5_k, kx_rows, TYPE_Q5_K,)
-QD_ROW(row_q6_k, q6_k_rows)
+QD_KERNELS(QD_ROW)
 #undef QD_ROW
 #undef QD_PRODUCTS
