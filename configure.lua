@@ -92,7 +92,7 @@ if #archs == 0 then die("no architecture descriptions in archs/") end
 local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "backend", "engine", "sampler",
                   "gguf/gguf_read", "gguf/gguf_write",
                   "quant/tensor_type", "quant/quant", "quant/quant_legacy", "quant/quant_k_decode", "quant/quant_k_encode",
-                  "quant/quant_dot", "quant/quantize_recipe",
+                  "quant/quant_dot", "quant/quantize_recipe", "cuda/weight_layout",
                   "tokenizer/tokenizer", "tokenizer/chat_template",
                   "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_pool", "cpu/cpu_qdot", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
@@ -103,7 +103,7 @@ local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
                 "test_graph_plan", "test_fixtures", "test_tokenizer",
-                "test_cpu_ops", "test_chat_template" }
+                "test_cpu_ops", "test_chat_template", "test_weight_layout" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf/gguf_read.c", "runtime/error.c",
                        "runtime/quant/tensor_type.c", "runtime/tokenizer/tokenizer.c" }
 

@@ -8,6 +8,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
+#include "cuda/weight_layout.h"
 #include "quant/quant.h"
 #include "rng.h"
 
@@ -76,9 +77,13 @@ int main(int argc, char **argv)
         copies = copies > COPIES_MAX ? COPIES_MAX : copies; /* a matrix under 8 MiB: some L2 hits remain */
         void *dw[COPIES_MAX], *dx, *dxf, *dy, *dq;
         unsigned *dt, *zero = calloc((size_t)(n / 32), sizeof *zero);
+        const size_t stored = (size_t)n * cuda_row_bytes(shapes[s].t, k); /* the GPU's row layout */
+        uint8_t *packed = malloc(stored);
+        cuda_rows_pack(shapes[s].t, k, n, wq, packed);
         for (int c = 0; c < copies; c++)
-            if (cuda_alloc(&dw[c], wbytes, "weights", &e) || cuda_upload(dw[c], wq, wbytes, &e))
+            if (cuda_alloc(&dw[c], stored, "weights", &e) || cuda_upload(dw[c], packed, stored, &e))
                 return fail_line(&e);
+        free(packed);
         if (cuda_alloc(&dq, (size_t)(n / 32) * 36, "product q8_1", &e) ||
             cuda_alloc((void **)&dt, (size_t)(n / 32) * sizeof *zero, "tickets", &e) ||
             cuda_upload(dt, zero, (size_t)(n / 32) * sizeof *zero, &e) || cuda_alloc(&dxf, (size_t)k * 4, "x", &e) ||

@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "cuda/weight_layout.h"
 #include "kv_cache.h"
 #include "quant/tensor_type.h"
 
@@ -73,50 +74,75 @@ __device__ static inline uint32_t u32_at(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* ---- decoding: element e (0 <= e < block_elems) of one block ---- */
+/* ---- the stored rows (weight_layout.h): planes of the split types ---- */
 
-__device__ static inline float decode(enum tensor_type t, const uint8_t *b, int e)
+/* Plane f of a stored row of nb blocks of split type T. */
+template <int T>
+__device__ static inline const uint8_t *plane(const uint8_t *row, int64_t nb, int f)
 {
-    switch (t) {
-    case TYPE_F32: return __uint_as_float(u32_at(b + 4 * e));
-    case TYPE_F16: return half_at(b + 2 * e);
-    case TYPE_BF16: return __uint_as_float((uint32_t)(b[2 * e] | b[2 * e + 1] << 8) << 16);
-    case TYPE_Q4_0: {
-        int q = e < 16 ? b[2 + e] & 0xf : b[2 + e - 16] >> 4;
-        return __fmul_rn(half_at(b), (float)(q - 8));
-    }
-    case TYPE_Q4_1: {
-        int q = e < 16 ? b[4 + e] & 0xf : b[4 + e - 16] >> 4;
-        return __fadd_rn(__fmul_rn(half_at(b), (float)q), half_at(b + 2));
-    }
-    case TYPE_Q5_0: case TYPE_Q5_1: {
-        const int off = t == TYPE_Q5_0 ? 2 : 4;
-        const uint32_t qh = u32_at(b + off);
-        int q = (e < 16 ? b[off + 4 + e] & 0xf : b[off + 4 + e - 16] >> 4) | (int)((qh >> e) & 1) << 4;
-        return t == TYPE_Q5_0 ? __fmul_rn(half_at(b), (float)(q - 16))
-                              : __fadd_rn(__fmul_rn(half_at(b), (float)q), half_at(b + 2));
-    }
-    case TYPE_Q8_0: return __fmul_rn(half_at(b), (float)(int8_t)b[2 + e]);
-    case TYPE_Q4_K: case TYPE_Q5_K: {
-        const int j = e / 32, l = e % 32;
+    const struct cuda_planes pl = cuda_planes_of((enum tensor_type)T);
+    size_t at = 0;
+#pragma unroll
+    for (int i = 0; i < CUDA_PLANES_MAX; i++)
+        if (i < f)
+            at += (size_t)nb * (size_t)pl.size[i];
+    return row + at;
+}
+
+/* Field f of block j of that row. */
+template <int T>
+__device__ static inline const uint8_t *field(const uint8_t *row, int64_t nb, int64_t j, int f)
+{
+    return plane<T>(row, nb, f) + (size_t)j * (size_t)cuda_planes_of((enum tensor_type)T).size[f];
+}
+
+/* ---- decoding: element i of a stored row of nb blocks ---- */
+
+template <int T>
+__device__ static inline float decode_at(const uint8_t *row, int64_t nb, int64_t i)
+{
+    if constexpr (T == TYPE_F32) {
+        return __uint_as_float(u32_at(row + 4 * i));
+    } else if constexpr (T == TYPE_F16) {
+        return half_at(row + 2 * i);
+    } else if constexpr (T == TYPE_BF16) {
+        return __uint_as_float((uint32_t)(row[2 * i] | row[2 * i + 1] << 8) << 16);
+    } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K) {
+        const uint8_t *b = row + (size_t)(i / 256) * (T == TYPE_Q4_K ? 144 : 176);
+        const int j = (int)(i % 256) / 32, l = (int)(i % 32);
         const uint8_t *sp = b + 4;
         const int sc = j < 4 ? sp[j] & 63 : (sp[j + 4] & 0xf) | (sp[j - 4] >> 6) << 4;
         const int mn = j < 4 ? sp[j + 4] & 63 : (sp[j + 4] >> 4) | (sp[j] >> 6) << 4;
-        const uint8_t *qs = b + (t == TYPE_Q4_K ? 16 : 48);
+        const uint8_t *qs = b + (T == TYPE_Q4_K ? 16 : 48);
         int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
-        if (t == TYPE_Q5_K)
+        if (T == TYPE_Q5_K)
             q |= ((b[16 + l] >> j) & 1) << 4;
         const float dl = __fmul_rn(half_at(b), (float)sc), ml = __fmul_rn(half_at(b + 2), (float)mn);
         return __fsub_rn(__fmul_rn(dl, (float)q), ml);
-    }
-    case TYPE_Q6_K: {
-        const int h = e / 128, r = e % 128;
-        const int lo = (b[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
-        const int hi = (b[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
-        const float ds = __fmul_rn(half_at(b + 208), (float)(int8_t)b[192 + e / 16]);
+    } else if constexpr (T == TYPE_Q6_K) {
+        const int64_t j = i / 256;
+        const int e = (int)(i % 256), h = e / 128, r = e % 128;
+        const uint8_t *ql = field<T>(row, nb, j, 0), *qh = field<T>(row, nb, j, 1);
+        const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
+        const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        const float ds = __fmul_rn(half_at(field<T>(row, nb, j, 3)), (float)(int8_t)field<T>(row, nb, j, 2)[e / 16]);
         return __fmul_rn(ds, (float)((lo | hi << 4) - 32));
-    }
-    default: return 0.0f;
+    } else if constexpr (T == TYPE_Q8_0) {
+        return __fmul_rn(half_at(field<T>(row, nb, i / 32, 1)), (float)(int8_t)field<T>(row, nb, i / 32, 0)[i % 32]);
+    } else { /* Q4_0, Q4_1, Q5_0, Q5_1: qs, then (Q5) qh, then d (and m) */
+        const int64_t j = i / 32;
+        const int e = (int)(i % 32);
+        const uint8_t *qs = field<T>(row, nb, j, 0);
+        int q = e < 16 ? qs[e] & 0xf : qs[e - 16] >> 4;
+        if constexpr (T == TYPE_Q5_0 || T == TYPE_Q5_1)
+            q |= (int)((u32_at(field<T>(row, nb, j, 1)) >> e) & 1) << 4;
+        const uint8_t *dm = field<T>(row, nb, j, T == TYPE_Q5_0 || T == TYPE_Q5_1 ? 2 : 1);
+        if constexpr (T == TYPE_Q4_0)
+            return __fmul_rn(half_at(dm), (float)(q - 8));
+        else if constexpr (T == TYPE_Q5_0)
+            return __fmul_rn(half_at(dm), (float)(q - 16));
+        else
+            return __fadd_rn(__fmul_rn(half_at(dm), (float)q), half_at(dm + 2));
     }
 }
 
@@ -170,34 +196,20 @@ __device__ static inline void kv_row_write(uint8_t *row, const float *src, int64
 
 /* ---- quantized weights against Q8_1 activations ---- */
 
-/* N little-endian words from p, which is 2-byte aligned (legacy blocks of
- * 18 and 22 bytes, Q8_0's 34, Q6_K's 210): aligned word loads shifted into
- * place, and the last two bytes read as a half word, so nothing past p + 4N
- * is touched. */
+/* N little-endian words (N a multiple of 4) from a 16-byte-aligned p: the
+ * code planes of the stored rows (weight_layout.h). */
 template <int N>
-__device__ static inline void words2(const uint8_t *p, unsigned out[N])
+__device__ static inline void words16(const uint8_t *p, unsigned out[N])
 {
-    const uintptr_t a = (uintptr_t)p;
-    const unsigned *w = (const unsigned *)(a & ~(uintptr_t)3);
-    const unsigned shift = 8 * (unsigned)(a & 3);
-    unsigned v[N + 1];
 #pragma unroll
-    for (int t = 0; t < N; t++)
-        v[t] = w[t];
-    v[N] = shift ? *(const unsigned short *)(w + N) : 0;
-#pragma unroll
-    for (int t = 0; t < N; t++)
-        out[t] = __funnelshift_r(v[t], v[t + 1], shift);
+    for (int t = 0; t < N / 4; t++) {
+        const uint4 v = ((const uint4 *)p)[t];
+        out[4 * t] = v.x, out[4 * t + 1] = v.y, out[4 * t + 2] = v.z, out[4 * t + 3] = v.w;
+    }
 }
 
-/* N words from a 4-byte-aligned p. */
-template <int N>
-__device__ static inline void words4(const uint8_t *p, unsigned out[N])
-{
-#pragma unroll
-    for (int t = 0; t < N; t++)
-        out[t] = ((const unsigned *)p)[t];
-}
+/* A half or a word from a field of the stored row (2- or 4-byte aligned). */
+__device__ static inline float half_field(const uint8_t *p) { return __half2float(*(const __half *)p); }
 
 /* The codes of a Q8_1 block as eight words, and its d and s. */
 struct q8_1_block {
@@ -305,19 +317,21 @@ __device__ static inline void q8_1_quad_at(const uint8_t *a, struct q8_1_block x
     }
 }
 
-/* Q6_K: half h (sub-blocks 4h .. 4h + 3, 128 codes) of the 210-byte
- * superblock at b against the Q8_1 blocks x[0..3]: their four block terms,
- * each formed as quant_dot.c forms it. The four share their bytes: low 4
- * bits in ql (64 bytes: sub-blocks 4h and 4h + 1 in the low nibbles, 4h + 2
- * and 4h + 3 in the high), high 2 bits in qh (32 bytes, two bits each), so
- * one lane reads them once. */
-__device__ static inline void q6_k_half_terms(const uint8_t *b, int h, const struct q8_1_block x[4], float term[4])
+/* Q6_K: half h (sub-blocks 4h .. 4h + 3, 128 codes) of superblock sb of a
+ * stored row of nb superblocks against the Q8_1 blocks x[0..3]: their four
+ * block terms, each formed as quant_dot.c forms it. The four share their
+ * bytes: low 4 bits in ql (64 bytes: sub-blocks 4h and 4h + 1 in the low
+ * nibbles, 4h + 2 and 4h + 3 in the high), high 2 bits in qh (32 bytes, two
+ * bits each), so one lane reads them once, 16 bytes at a time. */
+__device__ static inline void q6_k_half_terms(const uint8_t *row, int64_t nb, int64_t sb, int h,
+                                              const struct q8_1_block x[4], float term[4])
 {
-    unsigned ql[16], qh[8], sc[2];
-    words2<16>(b + 64 * h, ql);
-    words2<8>(b + 128 + 32 * h, qh);
-    words2<2>(b + 192 + 8 * h, sc);
-    const float d = half_at(b + 208);
+    unsigned ql[16], qh[8];
+    words16<16>(field<TYPE_Q6_K>(row, nb, sb, 0) + 64 * h, ql);
+    words16<8>(field<TYPE_Q6_K>(row, nb, sb, 1) + 32 * h, qh);
+    const uint2 scales = *(const uint2 *)(field<TYPE_Q6_K>(row, nb, sb, 2) + 8 * h);
+    const unsigned sc[2] = { scales.x, scales.y };
+    const float d = half_field(field<TYPE_Q6_K>(row, nb, sb, 3));
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         int s2[2] = { 0, 0 };
@@ -370,47 +384,32 @@ __device__ static inline void k_pair_terms(const uint8_t *b, int p, const struct
                             __fmul_rn(__fmul_rn(dmin, (float)mn[i]), x[i].s));
 }
 
-/* The 32-element block j of a row of type T against one Q8_1 block: the
- * formulas of quant_dot.c.
- * Rows start where a block of their type may: Q4_1 and Q5_1 rows are
- * 4-byte aligned, the rest 2-byte. (K-quants: k_pair_terms, q6_k_half_terms.) */
+/* The 32-element block j of a stored row of nb blocks of type T against
+ * one Q8_1 block: the formulas of quant_dot.c. (K-quants: k_pair_terms,
+ * q6_k_half_terms.) */
 template <int T>
-__device__ static inline float block_dot(const uint8_t *row, int64_t j, const struct q8_1_block &x)
+__device__ static inline float block_dot(const uint8_t *row, int64_t nb, int64_t j, const struct q8_1_block &x)
 {
     if constexpr (T == TYPE_Q8_0) {
-        const uint8_t *b = row + j * 34;
         unsigned q[8];
-        words2<8>(b + 2, q);
-        return half_at(b) * x.d * (float)dot8(q, x.q);
+        words16<8>(field<T>(row, nb, j, 0), q);
+        return half_field(field<T>(row, nb, j, 1)) * x.d * (float)dot8(q, x.q);
     } else if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q5_0 || T == TYPE_Q5_1) {
-        const int bytes = T == TYPE_Q4_0 ? 18 : T == TYPE_Q4_1 ? 20 : T == TYPE_Q5_0 ? 22 : 24;
-        const uint8_t *b = row + j * bytes;
         unsigned raw[4], q[8];
-        if constexpr (T == TYPE_Q4_0)
-            words2<4>(b + 2, raw);
-        else if constexpr (T == TYPE_Q4_1)
-            words4<4>(b + 4, raw);
-        else if constexpr (T == TYPE_Q5_0)
-            words2<4>(b + 6, raw);
-        else
-            words4<4>(b + 8, raw);
+        words16<4>(field<T>(row, nb, j, 0), raw);
         nibbles8(raw, q);
-        if constexpr (T == TYPE_Q5_0) {
-            unsigned qh[1];
-            words2<1>(b + 2, qh);
-            high_bits8(qh[0], q);
-        } else if constexpr (T == TYPE_Q5_1) {
-            high_bits8(((const unsigned *)b)[1], q);
-        }
+        if constexpr (T == TYPE_Q5_0 || T == TYPE_Q5_1)
+            high_bits8(*(const unsigned *)field<T>(row, nb, j, 1), q);
         const int s = dot8(q, x.q);
-        const float d = half_at(b);
+        const uint8_t *dm = field<T>(row, nb, j, T == TYPE_Q5_0 || T == TYPE_Q5_1 ? 2 : 1);
+        const float d = half_field(dm);
         /* every rounding explicit, in quant_dot.c's order (no contraction to FMA) */
         if constexpr (T == TYPE_Q4_0)
             return __fmul_rn(d, __fsub_rn(__fmul_rn(x.d, (float)s), __fmul_rn(8.0f, x.s)));
         else if constexpr (T == TYPE_Q5_0)
             return __fmul_rn(d, __fsub_rn(__fmul_rn(x.d, (float)s), __fmul_rn(16.0f, x.s)));
         else
-            return __fadd_rn(__fmul_rn(__fmul_rn(d, x.d), (float)s), __fmul_rn(half_at(b + 2), x.s));
+            return __fadd_rn(__fmul_rn(__fmul_rn(d, x.d), (float)s), __fmul_rn(half_field(dm + 2), x.s));
     } else {
         static_assert(T == TYPE_Q8_0, "block_dot: K-quants take their blocks in groups (k_pair_terms, q6_k_half_terms)");
     }

@@ -14,6 +14,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
+#include "cuda/weight_layout.h"
 #include "quant/quant.h"
 
 #define WARMUP_RUNS 2   /* direct runs of a graph before it is captured */
@@ -147,13 +148,35 @@ static void cuda_free_state(void *state)
     free(s);
 }
 
+/* A weight's device bytes: vectors as f32, matrices in weight_layout.h's rows. */
 static size_t weight_bytes(const struct weight *w)
 {
-    uint64_t n = (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
-    return w->n_dims == 1 ? (size_t)n * sizeof(float) : type_bytes(w->type, n);
+    const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
+    return w->n_dims == 1 ? (size_t)w->ne[0] * sizeof(float) : (size_t)rows * cuda_row_bytes(w->type, w->ne[0]);
 }
 
-/* Each weight once: matrices as stored, vectors (norms, biases) as f32. */
+#define UPLOAD_CHUNK ((size_t)16 << 20) /* host bytes packed at a time */
+
+/* A matrix's rows, packed into the GPU's layout a chunk at a time. */
+static int upload_matrix(void *dev, const struct weight *w, struct error *e)
+{
+    const int64_t k = w->ne[0], rows = w->ne[1] * w->ne[2] * w->ne[3];
+    const size_t in_row = type_bytes(w->type, (uint64_t)k), out_row = cuda_row_bytes(w->type, k);
+    if (!cuda_planes_of(w->type).n)
+        return cuda_upload(dev, w->data, (size_t)rows * out_row, e);
+    const int64_t per = (int64_t)(UPLOAD_CHUNK / out_row) > 0 ? (int64_t)(UPLOAD_CHUNK / out_row) : 1;
+    uint8_t *buf = malloc((size_t)per * out_row);
+    int rc = buf ? 0 : fail(e, "out of memory");
+    for (int64_t r = 0; !rc && r < rows; r += per) {
+        const int64_t n = rows - r < per ? rows - r : per;
+        cuda_rows_pack(w->type, k, n, (const uint8_t *)w->data + (size_t)r * in_row, buf);
+        rc = cuda_upload((uint8_t *)dev + (size_t)r * out_row, buf, (size_t)n * out_row, e);
+    }
+    free(buf);
+    return rc;
+}
+
+/* Each weight once: matrices in the GPU's layout, vectors (norms, biases) as f32. */
 static int upload_weights(struct cuda_state *s, struct error *e)
 {
     const struct model *m = s->m;
@@ -174,7 +197,7 @@ static int upload_weights(struct cuda_state *s, struct error *e)
             free(f);
             if (rc)
                 return fail_prefix(e, "weight '%.*s'", (int)w->name_len, w->name);
-        } else if (cuda_upload(s->dev[i], w->data, bytes, e)) {
+        } else if (upload_matrix(s->dev[i], w, e)) {
             return fail_prefix(e, "weight '%.*s'", (int)w->name_len, w->name);
         }
         done += bytes;

@@ -1,21 +1,22 @@
 /* embed.cu: the embedding gather: each token's row of the table, decoded
- * from its GGUF type to f32 with the CPU's arithmetic (bit-identical). */
+ * from its type to f32 with the CPU's arithmetic (bit-identical). */
 #include "cuda/common.cuh"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 
 #define EMBED_THREADS 256
 
-/* One CTA per token; thread i decodes elements i, i + 256, ... */
+/* One CTA per token; thread i decodes elements i, i + 256, ... of its row
+ * (the GPU's layout, weight_layout.h). */
 template <int T>
-__global__ void embed_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int block_elems, int block_bytes,
-                             int64_t d, const int32_t *__restrict__ ids, float *__restrict__ y)
+__global__ void embed_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t nb, int64_t d,
+                             const int32_t *__restrict__ ids, float *__restrict__ y)
 {
     grid_begin();
     const uint8_t *row = w + (size_t)ids[blockIdx.x] * row_bytes;
     float *out = y + (size_t)blockIdx.x * (size_t)d;
     for (int64_t i = threadIdx.x; i < d; i += EMBED_THREADS)
-        out[i] = decode((enum tensor_type)T, row + (i / block_elems) * block_bytes, (int)(i % block_elems));
+        out[i] = decode_at<T>(row, nb, i);
 }
 
 bool cuda_weight_type_ok(enum tensor_type t)
@@ -31,8 +32,8 @@ bool cuda_weight_type_ok(enum tensor_type t)
 
 #define EMBED_CASE(T)                                                                                        \
     case T:                                                                                                  \
-        launch(embed_kernel<T>, (unsigned)nt, EMBED_THREADS, 0, s, (const uint8_t *)w, row_bytes, ti->block_elems, \
-                                                               ti->block_bytes, n_embd, ids, y);              \
+        launch(embed_kernel<T>, (unsigned)nt, EMBED_THREADS, 0, s, (const uint8_t *)w, row_bytes,            \
+               (int64_t)(n_embd / ti->block_elems), n_embd, ids, y);                                        \
         break;
 
 extern "C" int cuda_embed(enum tensor_type t, const void *w, int64_t n_embd, const int32_t *ids, int64_t nt, float *y,
@@ -43,7 +44,7 @@ extern "C" int cuda_embed(enum tensor_type t, const void *w, int64_t n_embd, con
         return fail(e, "embed: no GPU decoder for type %s", type_name(t));
     if (n_embd <= 0 || nt <= 0 || n_embd % ti->block_elems)
         return fail(e, "embed: rows of %lld %s values", (long long)n_embd, ti->name);
-    const size_t row_bytes = (size_t)(n_embd / ti->block_elems) * ti->block_bytes;
+    const size_t row_bytes = cuda_row_bytes(t, n_embd);
     cudaStream_t s = (cudaStream_t)stream;
     if (cuda_launch_begin("embed_kernel", e))
         return -1;

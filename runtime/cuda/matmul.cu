@@ -11,7 +11,8 @@
  * the warp adds the 32 sums in a butterfly, every rounding explicit, so a
  * column's result is the same whichever launch computes it (a batch gives
  * the bits of single steps). The weights are read in their GGUF layout,
- * with the widest loads each type's alignment allows. */
+ * in the GPU's row layout (weight_layout.h: GGUF's blocks, or their fields
+ * in planes), with 16-byte loads of the codes. */
 #include <string.h>
 
 #include "cuda/device.h"
@@ -49,8 +50,9 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
         if (q8 && ti->block_elems == 256 && (uintptr_t)xq % 16)
             return fail(e, "matmul: a Q8_1 input at %p for %s rows, which read it 16 bytes at a time, is not 16-byte aligned",
                         xq, ti->name);
-        a.m[i] = (struct mm_mat){ (int)m[i].t, (const uint8_t *)m[i].w, (size_t)(k / ti->block_elems) * ti->block_bytes,
-                                  m[i].n, m[i].bias, m[i].y };
+        if ((uintptr_t)m[i].w % 16)
+            return fail(e, "matmul: %s weights at %p are not 16-byte aligned (as uploaded: weight_layout.h)", ti->name, m[i].w);
+        a.m[i] = (struct mm_mat){ (int)m[i].t, (const uint8_t *)m[i].w, cuda_row_bytes(m[i].t, k), m[i].n, m[i].bias, m[i].y };
     }
     if (epi == CUDA_EPI_PAIR && m[1].n != m[0].n)
         return fail(e, "matmul: a gate of %lld rows and an up of %lld", (long long)m[0].n, (long long)m[1].n);

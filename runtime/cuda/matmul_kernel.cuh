@@ -51,7 +51,7 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
     const int64_t k = K > 0 ? K : kk;
     if constexpr (T == TYPE_F32 || T == TYPE_F16 || T == TYPE_BF16) {
         for (int64_t i = lane; i < k; i += 32) {
-            const float wv = decode((enum tensor_type)T, w, (int)i);
+            const float wv = decode_at<T>(w, k, i);
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 if (c < nc)
@@ -61,10 +61,8 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
         /* a lane takes the G blocks whose codes share bytes at once: group
          * i is blocks G i .. G i + G - 1, and lane l takes groups l, l + 32, ... */
         constexpr int G = T == TYPE_Q6_K ? 4 : 2;
-        constexpr int SB = T == TYPE_Q4_K ? 144 : T == TYPE_Q5_K ? 176 : 210;
         const size_t col_bytes = (size_t)(k / QK8) * 36;
         for (int64_t i = lane; i < k / (QK8 * G); i += 32) {
-            const uint8_t *b = w + (size_t)(i / (8 / G)) * SB;
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
@@ -73,10 +71,10 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
                     float term[G];
                     if constexpr (T == TYPE_Q6_K) {
                         q8_1_quad_at(xg, x);
-                        q6_k_half_terms(b, (int)(i % 2), x, term);
+                        q6_k_half_terms(w, k / 256, i / 2, (int)(i % 2), x, term);
                     } else {
                         q8_1_pair_at(xg, x);
-                        k_pair_terms<T>(b, (int)(i % 4), x, term);
+                        k_pair_terms<T>(w + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), (int)(i % 4), x, term);
                     }
 #pragma unroll
                     for (int g = 0; g < G; g++)
@@ -91,7 +89,7 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
                     const struct q8_1_block x = q8_1_at(xq + (size_t)c * col_bytes + (size_t)j * 36);
-                    sum[c] = __fadd_rn(sum[c], block_dot<T>(w, j, x));
+                    sum[c] = __fadd_rn(sum[c], block_dot<T>(w, k / QK8, j, x));
                 }
             }
         }

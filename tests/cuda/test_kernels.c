@@ -13,6 +13,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
+#include "cuda/weight_layout.h"
 #include "graph_ops.h"
 #include "kv_cache.h"
 #include "quant/half.h"
@@ -29,6 +30,18 @@ static void *up(const void *src, size_t bytes)
         printf("    %s\n", e.msg);
         exit(1);
     }
+    return d;
+}
+
+/* rows rows of k values of type t (GGUF bytes) on the device, in the GPU's
+ * row layout (weight_layout.h), as the backend uploads them. */
+static void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf)
+{
+    size_t bytes = (size_t)rows * cuda_row_bytes(t, k);
+    uint8_t *packed = malloc(bytes);
+    cuda_rows_pack(t, k, rows, gguf, packed);
+    void *d = up(packed, bytes);
+    free(packed);
     return d;
 }
 
@@ -97,7 +110,7 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     dequantize_row(t, wq, wd, k * n);
     for (int64_t c = 0; c < nt; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * xq_col, k);
-    void *dw = up(wq, wbytes), *dxf = up(x, (size_t)(k * nt) * 4), *dxq = up(NULL, xq_col * (size_t)nt);
+    void *dw = up_rows(t, k, n, wq), *dxf = up(x, (size_t)(k * nt) * 4), *dxq = up(NULL, xq_col * (size_t)nt);
     float *db = up(bias, (size_t)n * 4), *dr = up(res, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
     float *got = malloc((size_t)(n * nt) * 4), *one = malloc((size_t)n * 4), *sw = malloc((size_t)(n * nt) * 4);
     float *terms = malloc((size_t)(k / 32) * sizeof *terms);
@@ -188,7 +201,7 @@ static bool mixed_pair(void)
     quantize_row(tu, uf, u, k * n);
     for (int64_t c = 0; c < nt; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * (k / 32) * 36, k);
-    void *dg = up(g, gb), *du = up(u, ub), *dx = up(xq, (size_t)(k / 32) * 36 * nt), *dq = up(NULL, qb);
+    void *dg = up_rows(tg, k, n, g), *du = up_rows(tu, k, n, u), *dx = up(xq, (size_t)(k / 32) * 36 * nt), *dq = up(NULL, qb);
     unsigned *dt = tickets_up(n / 32);
     float *dgate = up(NULL, (size_t)(n * nt) * 4), *dup = up(NULL, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
     float *gate = malloc((size_t)(n * nt) * 4), *upv = malloc((size_t)(n * nt) * 4), *y = malloc((size_t)(n * nt) * 4);
@@ -236,7 +249,7 @@ static bool mixed_qkv(void)
         float *wf = randoms(k * rows[i], 0.02f), *b = randoms(rows[i], 0.1f);
         uint8_t *wq = malloc(wb);
         quantize_row(types[i], wf, wq, k * rows[i]);
-        dw[i] = up(wq, wb), db[i] = up(b, (size_t)rows[i] * 4), dy[i] = up(NULL, (size_t)(rows[i] * nt) * 4);
+        dw[i] = up_rows(types[i], k, rows[i], wq), db[i] = up(b, (size_t)rows[i] * 4), dy[i] = up(NULL, (size_t)(rows[i] * nt) * 4);
         m[i] = (struct cuda_matrix){ types[i], dw[i], rows[i], db[i], dy[i] };
         free(wf), free(b), free(wq);
     }
@@ -277,7 +290,7 @@ static bool specialized_case(const struct cuda_kernel *special, enum tensor_type
     uint8_t *wq = malloc(wb), *xq = malloc((size_t)(k / 32) * 36);
     quantize_row(t, wf, wq, k * n);
     quant_q8_1(x, xq, k);
-    void *dw = up(wq, wb), *dxq = up(xq, (size_t)(k / 32) * 36), *dq8[2] = { up(NULL, qb), up(NULL, qb) };
+    void *dw = up_rows(t, k, n, wq), *dxq = up(xq, (size_t)(k / 32) * 36), *dq8[2] = { up(NULL, qb), up(NULL, qb) };
     float *dxf = up(x, (size_t)k * 4), *db = up(bias, yb), *dy[2] = { up(NULL, yb), up(NULL, yb) };
     float *dp[2] = { up(NULL, yb), up(NULL, yb) };
     unsigned *dt = tickets_up(n / 32);
@@ -372,7 +385,7 @@ void test_kernels_embed(void)
         quantize_row(t, wf, w, d * vocab);
         for (int c = 0; c < nt; c++)
             dequantize_row(t, w + (size_t)ids[c] * row, want + c * d, d);
-        void *dw = up(w, bytes), *di = up(ids, sizeof ids), *dy = up(NULL, (size_t)(d * nt) * 4);
+        void *dw = up_rows(t, d, vocab, w), *di = up(ids, sizeof ids), *dy = up(NULL, (size_t)(d * nt) * 4);
         struct error e;
         bool ok = CHECK(cuda_embed(t, dw, d, di, nt, dy, NULL, &e) == 0, "%s", e.msg);
         if (ok) {
