@@ -47,10 +47,11 @@ int main(int argc, char **argv)
         enum tensor_type t;
         int64_t k, n;
         const char *what;
-        int pair; /* a SwiGLU pair (two such matrices, the Q8_1 product out) */
+        int pair; /* a SwiGLU pair (two such matrices): 1 with the Q8_1 product out, 2 the f32 product only */
     } shapes[] = { { TYPE_Q4_K, 4096, 4096, "Q4_K (attn_q, attn_output)", 0 },
                    { TYPE_Q4_K, 4096, 12288, "Q4_K (ffn_gate/up)", 0 },
                    { TYPE_Q4_K, 4096, 12288, "Q4_K gate + up pair, Q8_1 out", 1 },
+                   { TYPE_Q4_K, 4096, 12288, "Q4_K gate + up pair, f32 out", 2 },
                    { TYPE_Q6_K, 12288, 4096, "Q6_K (ffn_down)", 0 },
                    { TYPE_Q6_K, 4096, 151936, "Q6_K (output)", 0 },
                    { TYPE_Q8_0, 4096, 4096, "Q8_0", 0 },
@@ -95,7 +96,7 @@ int main(int argc, char **argv)
             /* a pair's gate and up: two copies */
             const struct cuda_matrix pair[2] = { { shapes[s].t, dw[i % copies], n, NULL, dy },
                                                  { shapes[s].t, dw[(i + 1) % copies], n, NULL, NULL } };
-            if (shapes[s].pair ? cuda_matmul_multi(pair, 2, k, dx, NULL, 1, NULL, CUDA_EPI_PAIR, dq, dt, NULL, NULL, &e)
+            if (shapes[s].pair ? cuda_matmul_multi(pair, 2, k, dx, NULL, 1, NULL, CUDA_EPI_PAIR, shapes[s].pair == 1 ? dq : NULL, dt, NULL, NULL, &e)
                                : cuda_matmul(shapes[s].t, dw[i % copies], k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e))
                 return fail_line(&e);
         }

@@ -39,23 +39,28 @@ struct mm_args {
     unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
 };
 
-/* This lane's partial sums of one row (w) against nc (at most NC) columns
- * of x: Q8_1 at xq (k/32 blocks apart) or f32 at xf (k apart). K: the row
- * length when a build fixes it (generated kernels.cu), else 0 and kk. A
- * row's sum takes its blocks in the same order whatever NC and K are, so
- * every launch shape gives the same bits. */
-template <int T, int NC, int K>
-__device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float *xf, int64_t kk, int nc, float sum[NC])
+/* This lane's partial sums of R rows (w[0..R-1]: a SwiGLU pair's gate and
+ * up share each activation load) against nc (at most NC) columns of x:
+ * Q8_1 at xq (k/32 blocks apart) or f32 at xf (k apart). K: the row length
+ * when a build fixes it (generated kernels.cu), else 0 and kk. A row's sum
+ * takes its blocks in the same order whatever R, NC and K are, so every
+ * launch shape gives the same bits. */
+template <int T, int NC, int K, int R = 1>
+__device__ static void row_sums(const uint8_t *const w[R], const uint8_t *xq, const float *xf, int64_t kk, int nc,
+                                float sum[R][NC])
 {
     const int lane = threadIdx.x % 32;
     const int64_t k = K > 0 ? K : kk;
     if constexpr (T == TYPE_F32 || T == TYPE_F16 || T == TYPE_BF16) {
         for (int64_t i = lane; i < k; i += 32) {
-            const float wv = decode_at<T>(w, k, i);
 #pragma unroll
-            for (int c = 0; c < NC; c++)
-                if (c < nc)
-                    sum[c] = __fmaf_rn(wv, xf[(size_t)c * (size_t)k + (size_t)i], sum[c]);
+            for (int r = 0; r < R; r++) {
+                const float wv = decode_at<T>(w[r], k, i);
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    if (c < nc)
+                        sum[r][c] = __fmaf_rn(wv, xf[(size_t)c * (size_t)k + (size_t)i], sum[r][c]);
+            }
         }
     } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K || T == TYPE_Q6_K) {
         /* a lane takes the G blocks whose codes share bytes at once: group
@@ -68,17 +73,21 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
                 if (c < nc) {
                     struct q8_1_block x[G];
                     const uint8_t *xg = xq + (size_t)c * col_bytes + (size_t)i * (36 * G);
-                    float term[G];
-                    if constexpr (T == TYPE_Q6_K) {
+                    if constexpr (T == TYPE_Q6_K)
                         q8_1_quad_at(xg, x);
-                        q6_k_half_terms(w, k / 256, i / 2, (int)(i % 2), x, term);
-                    } else {
+                    else
                         q8_1_pair_at(xg, x);
-                        k_pair_terms<T>(w + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), (int)(i % 4), x, term);
-                    }
 #pragma unroll
-                    for (int g = 0; g < G; g++)
-                        sum[c] = __fadd_rn(sum[c], term[g]);
+                    for (int r = 0; r < R; r++) {
+                        float term[G];
+                        if constexpr (T == TYPE_Q6_K)
+                            q6_k_half_terms(w[r], k / 256, i / 2, (int)(i % 2), x, term);
+                        else
+                            k_pair_terms<T>(w[r] + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), (int)(i % 4), x, term);
+#pragma unroll
+                        for (int g = 0; g < G; g++)
+                            sum[r][c] = __fadd_rn(sum[r][c], term[g]);
+                    }
                 }
             }
         }
@@ -89,7 +98,9 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
                     const struct q8_1_block x = q8_1_at(xq + (size_t)c * col_bytes + (size_t)j * 36);
-                    sum[c] = __fadd_rn(sum[c], block_dot<T>(w, k / QK8, j, x));
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        sum[r][c] = __fadd_rn(sum[r][c], block_dot<T>(w[r], k / QK8, j, x));
                 }
             }
         }
@@ -103,9 +114,9 @@ __device__ static void row_sums(const uint8_t *w, const uint8_t *xq, const float
 
 template <int NC, int K>
 __device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq, const float *xf, int64_t kk, int nc,
-                                   float sum[NC])
+                                   float (*sum)[NC])
 {
-#define ROW_SUMS(T) row_sums<T, NC, K>(w, xq, xf, kk, nc, sum)
+#define ROW_SUMS(T) row_sums<T, NC, K, 1>(&w, xq, xf, kk, nc, sum)
     switch (type) {
     case TYPE_F32: ROW_SUMS(TYPE_F32); break;
     case TYPE_F16: ROW_SUMS(TYPE_F16); break;
@@ -155,17 +166,22 @@ __global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_a
     float v[NC];
     if (live) {
         const struct mm_mat &m = a.m[mi];
-        float sum[NC], up[NC];
+        float sums[2][NC];
         for (int c = 0; c < NC; c++)
-            sum[c] = up[c] = 0;
+            sums[0][c] = sums[1][c] = 0;
+        float *sum = sums[0], *up = sums[1];
+        const uint8_t *const rows[2] = { m.w + (size_t)r * m.row_bytes,
+                                         a.epi == CUDA_EPI_PAIR ? a.m[1].w + (size_t)r * a.m[1].row_bytes : nullptr };
         if constexpr (T == TYPE_MIXED) {
-            row_sums_of<NC, K>(m.type, m.w + (size_t)r * m.row_bytes, xq, xf, a.k, nc, sum);
+            row_sums_of<NC, K>(m.type, rows[0], xq, xf, a.k, nc, &sums[0]);
             if (a.epi == CUDA_EPI_PAIR)
-                row_sums_of<NC, K>(a.m[1].type, a.m[1].w + (size_t)r * a.m[1].row_bytes, xq, xf, a.k, nc, up);
+                row_sums_of<NC, K>(a.m[1].type, rows[1], xq, xf, a.k, nc, &sums[1]);
+        } else if constexpr (Q8) { /* a pair: gate and up rows share each activation load */
+            row_sums<T, NC, K, 2>(rows, xq, xf, a.k, nc, sums);
         } else {
-            row_sums<T, NC, K>(m.w + (size_t)r * m.row_bytes, xq, xf, a.k, nc, sum);
+            row_sums<T, NC, K, 1>(rows, xq, xf, a.k, nc, sums);
             if (a.epi == CUDA_EPI_PAIR)
-                row_sums<T, NC, K>(a.m[1].w + (size_t)r * a.m[1].row_bytes, xq, xf, a.k, nc, up);
+                row_sums<T, NC, K, 1>(rows + 1, xq, xf, a.k, nc, sums + 1);
         }
 #pragma unroll
         for (int c = 0; c < NC; c++) {
