@@ -10,7 +10,8 @@
 #include "cuda/kernels.h"
 #include "graph_ops.h"
 
-#define NORM_VALS 8 /* values per thread: rows of up to 8192 */
+#define NORM_THREADS 256 /* a CTA's slice of a column: eight Q8_1 blocks */
+#define NORM_VALS 32     /* values per thread: rows of up to 8192 */
 #define HEAD_THREADS 128
 
 /* The sum of v over the CTA's threads, in a fixed order: a butterfly in
@@ -29,60 +30,58 @@ __device__ static double block_sum(double v, double *shared)
     return total;
 }
 
-/* One CTA per column, of whole warps (up to 1024 threads; how many depends
- * on d alone). Thread t holds elements t + j * blockDim.x, x and w loaded
- * once, up front, so the kernel waits on memory once: the sum of squares
- * runs per thread in j order, then block_sum's fixed tree. For Q8_1 output
- * (d a multiple of 32) the j-th values of a warp are one 32-element block. */
-__global__ void __launch_bounds__(1024) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float eps, int64_t d,
-                                float *__restrict__ y, uint8_t *__restrict__ q8)
+/* CTA (s, c) writes slice s of column c (elements 256 s .. 256 s + 255:
+ * eight Q8_1 blocks, one a warp, all in parallel). Every CTA of a column
+ * first forms the column's whole sum of squares (16 KiB from L2 at most),
+ * in one order whatever CTA computes it: thread t adds the squares of
+ * elements t, t + 256, ... in turn (all loaded up front, so the kernel waits
+ * on memory once), then block_sum's fixed tree; so every slice gets the
+ * same scale, and a column the same bits in any batch. */
+__global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w,
+                                                                float eps, int64_t d, float *__restrict__ y,
+                                                                uint8_t *__restrict__ q8)
 {
-    __shared__ double partial[32];
-    float xv[NORM_VALS], wv[NORM_VALS];
-#pragma unroll
-    for (int j = 0; j < NORM_VALS; j++) {
-        const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
-        wv[j] = i < d ? w[i] : 0.0f; /* weights are read-only: before the wait */
-    }
+    __shared__ double partial[NORM_THREADS / 32];
+    const int64_t own = (int64_t)blockIdx.x * NORM_THREADS + threadIdx.x;
+    const float wv = own < d ? w[own] : 0.0f; /* weights are read-only: before the wait */
     grid_begin();
-    const float *xc = x + (size_t)blockIdx.x * (size_t)d;
-    double ss = 0;
+    const float *xc = x + (size_t)blockIdx.y * (size_t)d;
+    float xv[NORM_VALS];
 #pragma unroll
     for (int j = 0; j < NORM_VALS; j++) {
-        const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+        const int64_t i = threadIdx.x + (int64_t)j * NORM_THREADS;
         xv[j] = i < d ? xc[i] : 0.0f;
     }
-#pragma unroll
-    for (int j = 0; j < NORM_VALS; j++)
-        if (threadIdx.x + (int64_t)j * blockDim.x < d)
-            ss += (double)xv[j] * xv[j];
-    ss = block_sum(ss, partial);
-    const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
-    float *yc = y + (size_t)blockIdx.x * (size_t)d;
-    uint8_t *qc = q8 + (size_t)blockIdx.x * (size_t)(d / 32) * 36;
+    double ss = 0;
+    float mine = 0.0f;
 #pragma unroll
     for (int j = 0; j < NORM_VALS; j++) {
-        const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
-        if (i < d) { /* for Q8_1, whole warps alike */
-            const float v = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
-            if (q8)
-                q8_1_block(v, qc + (i / 32) * 36);
-            else
-                yc[i] = v;
-        }
+        if (threadIdx.x + (int64_t)j * NORM_THREADS < d)
+            ss += (double)xv[j] * xv[j];
+        if (j == (int)blockIdx.x)
+            mine = xv[j];
+    }
+    ss = block_sum(ss, partial);
+    const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
+    if (own < d) { /* for Q8_1, whole warps alike (d is a multiple of 32) */
+        const float v = __fmul_rn(__fmul_rn(mine, scale), wv);
+        if (q8)
+            q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(own / 32) * 36);
+        else
+            y[(size_t)blockIdx.y * (size_t)d + (size_t)own] = v;
     }
 }
 
 extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, float *y, void *q8,
                              void *stream, struct error *e)
 {
-    if (d <= 0 || d > 1024 * NORM_VALS || nt <= 0 || (q8 && d % 32))
-        return fail(e, "rms_norm: %lld columns of %lld (at most %d%s)", (long long)nt, (long long)d, 1024 * NORM_VALS,
-                    q8 ? "; Q8_1 output needs a multiple of 32" : "");
-    const unsigned threads = d >= 1024 ? 1024 : (unsigned)(d + 31) / 32 * 32;
+    if (d <= 0 || d > NORM_THREADS * NORM_VALS || nt <= 0 || nt > 65535 || (q8 && d % 32))
+        return fail(e, "rms_norm: %lld columns (at most 65535) of %lld (at most %d%s)", (long long)nt, (long long)d,
+                    NORM_THREADS * NORM_VALS, q8 ? "; Q8_1 output needs a multiple of 32" : "");
+    const dim3 grid((unsigned)((d + NORM_THREADS - 1) / NORM_THREADS), (unsigned)nt);
     if (cuda_launch_begin("rms_norm_kernel", e))
         return -1;
-    launch(rms_norm_kernel, (unsigned)nt, threads, 0, (cudaStream_t)stream, x, w, eps, d, y, (uint8_t *)q8);
+    launch(rms_norm_kernel, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, y, (uint8_t *)q8);
     return cuda_launch_end("rms_norm_kernel", e);
 }
 
@@ -106,6 +105,9 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
 {
     extern __shared__ float v[];
     __shared__ double partial[HEAD_THREADS / 32];
+    /* the frequency of this thread's first pair depends on the arguments
+     * alone: formed while the kernel before still runs */
+    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)a.d) : 0.0;
     grid_begin();
     int64_t head = blockIdx.x;
     const int64_t d = a.d;
@@ -143,7 +145,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     } else {
         const double pos = (double)a.pos[blockIdx.y];
         for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
-            const double theta = pos * pow((double)a.rope_base, -2.0 * (double)i / (double)d);
+            const double theta = pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)d));
             const float c = (float)cos(theta), s = (float)sin(theta);
             const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
             const float x0 = v[x0i], x1 = v[x1i];
