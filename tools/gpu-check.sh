@@ -10,7 +10,8 @@
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay);
-# bench:    the copy bandwidth and GEMV table, then minfer bench (pp512, tg128)
+# bench:    the copy bandwidth, the GEMV table and the small kernels' table
+#           (us per launch in a replayed graph), then minfer bench (pp512, tg128)
 #           on a Qwen2.5-0.5B-shaped Q4_K_M model made here by minfer synth,
 #           with the generic binary and the per-model one (minfer-qwen2.5-0.5b,
 #           its decode matmuls compiled for the model's row lengths), whose

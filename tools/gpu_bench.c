@@ -1,20 +1,99 @@
 /* gpu_bench.c: the decode GEMV (cuda_matmul, one column) on the GPU at Qwen3-8B's shapes, against the
- * memory-bandwidth floor measured in the same run (a device-to-device copy).
+ * memory-bandwidth floor measured in the same run (a device-to-device copy), then a decode step's
+ * small kernels (norm, RoPE, attention) at two models' shapes.
  * Each GEMV streams its weights from DRAM (copies beyond the L2, used in turn).
  * Prints a table. usage: minfer-gpu-bench [REPS [SHAPE]] (SHAPE: one row of the table, from 0) */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
 #include "cuda/weight_layout.h"
+#include "graph_ops.h"
+#include "kv_cache.h"
 #include "quant/quant.h"
 #include "rng.h"
 
 #define L2_FLUSH_BYTES ((size_t)256 << 20) /* a GEMV's weights, counted over its copies */
 
 static int fail_line(const struct error *e) { return fprintf(stderr, "gpu-bench: %s\n", e->msg), 1; }
+
+/* The small kernels of a decode step, each launched reps times back to
+ * back (each launch waits for the one before, as in a step): us per launch,
+ * at Qwen3-8B's and Qwen2.5-0.5B's shapes, at a context of 128 positions. */
+#define SMALL_LAUNCHES 100 /* a graph's launches of one small kernel */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int small_kernels(int reps)
+{
+    static const struct {
+        const char *model;
+        int64_t d_model, h, h_kv, hd;
+        bool qk_norm;
+    } models[] = { { "Qwen3-8B", 4096, 32, 8, 128, true }, { "Qwen2.5-0.5B", 896, 14, 2, 64, false } };
+    const int64_t n_ctx = 640, chunk = cuda_attention_chunk(n_ctx);
+    struct error e;
+    printf("\n| kernel (one decode step's launch) | model | us per launch |\n|---|---|---:|\n");
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        const int64_t d = models[mi].d_model, h = models[mi].h, hk = models[mi].h_kv, hd = models[mi].hd;
+        const size_t cache = (size_t)hk * (size_t)n_ctx * kv_row_bytes(KV_F16, hd);
+        const size_t scratch = cuda_attention_scratch_floats(hd, h, n_ctx, chunk) * sizeof(float);
+        void *x, *w, *q8, *q, *k, *v, *kl, *vl, *att, *y, *pos;
+        const int32_t p = 127;
+        if (cuda_alloc(&x, (size_t)d * 4, "x", &e) || cuda_alloc(&w, (size_t)d * 4, "w", &e) ||
+            cuda_alloc(&q8, (size_t)(d / 32) * 36, "q8", &e) || cuda_alloc(&q, (size_t)(h * hd) * 4, "q", &e) ||
+            cuda_alloc(&k, (size_t)(hk * hd) * 4, "k", &e) || cuda_alloc(&v, (size_t)(hk * hd) * 4, "v", &e) ||
+            cuda_alloc(&kl, cache, "K cache", &e) || cuda_alloc(&vl, cache, "V cache", &e) ||
+            cuda_alloc(&att, scratch, "attention scratch", &e) || cuda_alloc(&y, (size_t)(h * hd) * 4, "y", &e) ||
+            cuda_alloc(&pos, sizeof p, "pos", &e) || cuda_upload(pos, &p, sizeof p, &e) ||
+            cuda_memset_async(x, 0, (size_t)d * 4, NULL, &e) || cuda_memset_async(w, 0, (size_t)d * 4, NULL, &e) ||
+            cuda_memset_async(q, 0, (size_t)(h * hd) * 4, NULL, &e) || cuda_memset_async(k, 0, (size_t)(hk * hd) * 4, NULL, &e) ||
+            cuda_memset_async(v, 0, (size_t)(hk * hd) * 4, NULL, &e) || cuda_memset_async(kl, 0, cache, NULL, &e) ||
+            cuda_memset_async(vl, 0, cache, NULL, &e) || cuda_memset_async(att, 0, scratch, NULL, &e))
+            return fail_line(&e);
+        const struct cuda_heads parts[2] = { { q, models[mi].qk_norm ? w : NULL, q, h }, { k, models[mi].qk_norm ? w : NULL, k, hk } };
+        const struct cuda_kv_dest store = { KV_F16, kl, vl, v, n_ctx };
+        for (int kind = 0; kind < 3; kind++) {
+            static const char *what[] = { "rms_norm, Q8_1 out", "Q/K head norm + RoPE + KV store (f16)",
+                                          "attention over 128 positions (f16 KV), Q8_1 out" };
+            /* captured as a CUDA graph and replayed, as a decode step is: the host's launch cost is not timed */
+            void *st, *exec = NULL;
+            if (cuda_stream_create(&st, &e) || cuda_capture_begin(st, &e))
+                return fail_line(&e);
+            for (int i = 0; i < SMALL_LAUNCHES; i++) {
+                int rc = kind == 0 ? cuda_rms_norm(x, w, 1e-6f, d, 1, NULL, q8, st, &e)
+                         : kind == 1 ? cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, ROPE_NEOX, pos, hd, 1, &store, st, &e)
+                                     : cuda_attention(KV_F16, kl, vl, q, pos, hd, h, hk, 1, n_ctx, chunk, att, y, q8, st, &e);
+                if (rc)
+                    return cuda_capture_abort(st), fail_line(&e);
+            }
+            if (cuda_capture_end(st, &exec, &e) || cuda_graph_launch(exec, st, &e) || cuda_stream_sync(st, "warm-up", &e))
+                return fail_line(&e);
+            const double t0 = now_seconds(); /* a graph of 100 launches: the GPU, not the host, sets the pace */
+            for (int i = 0; i < reps; i++)
+                if (cuda_graph_launch(exec, st, &e))
+                    return fail_line(&e);
+            if (cuda_stream_sync(st, "small kernels", &e))
+                return fail_line(&e);
+            const double ms = (now_seconds() - t0) * 1e3;
+            cuda_graph_destroy(exec);
+            cuda_stream_destroy(st);
+            printf("| %s | %s | %.2f |\n", what[kind], models[mi].model, ms * 1e3 / reps / SMALL_LAUNCHES);
+        }
+        void *all[] = { x, w, q8, q, k, v, kl, vl, att, y, pos };
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            cuda_free(all[i]);
+    }
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -111,5 +190,5 @@ int main(int argc, char **argv)
         cuda_free(dq), cuda_free(dt), cuda_free(dx), cuda_free(dxf), cuda_free(dy);
         free(wq), free(row), free(zero);
     }
-    return 0;
+    return only < 0 ? small_kernels(reps) : 0;
 }
