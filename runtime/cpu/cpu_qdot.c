@@ -113,16 +113,19 @@ AVX2 static inline __m256i hsum8(const __m256i v[8])
 AVX2 static inline void transpose8(__m256i v[8])
 {
     __m256i t[8], u[8];
+#pragma GCC unroll 4
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
         t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
     }
+#pragma GCC unroll 2
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);     /* a0 b0 c0 d0 | a4 b4 c4 d4 */
         u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]); /* a1 .. d1 | a5 .. d5 */
         u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
         u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
         v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
@@ -208,12 +211,14 @@ AVX2 static inline float finish(__m256 acc)
 #define QD_TARGET AVX2
 #define QD_ACC(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)))
 #define QD_FIFTH(p) fifth_bits(p)
+#define QD_REGS32 0
 #include "cpu/cpu_qdot_rows.h"
 #include "cpu/cpu_qdot_group.h"
 #undef QD_UNIT
 #undef QD_TARGET
 #undef QD_ACC
 #undef QD_FIFTH
+#undef QD_REGS32
 
 #define VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
@@ -229,12 +234,14 @@ VNNI static inline __m256i fifth_bits_bw(const uint8_t *p)
 #define QD_TARGET VNNI
 #define QD_ACC(s, u, a) _mm256_dpbusd_epi32(s, u, a)
 #define QD_FIFTH(p) fifth_bits_bw(p)
+#define QD_REGS32 1
 #include "cpu/cpu_qdot_rows.h"
 #include "cpu/cpu_qdot_group.h"
 #undef QD_UNIT
 #undef QD_TARGET
 #undef QD_ACC
 #undef QD_FIFTH
+#undef QD_REGS32
 
 enum unit { SCALAR, UNIT_AVX2, UNIT_VNNI };
 static const char *const unit_names[] = { "scalar", "avx2", "avx512-vnni" };

@@ -18,6 +18,28 @@ QD_TARGET static inline __m256i QD_CAT(group_sums, QD_UNIT)(const __m256i qt[8],
     return s;
 }
 
+/* s[c] lane b: block b's integer sum for column c (activations a, col bytes
+ * apart; the group at block j0). With QD_REGS32 (AVX-512VL's 32 vector
+ * registers) the columns' products are interleaved: eight independent
+ * accumulator chains in flight rather than one, which the scheduler could
+ * not find across the columns' whole sequences. */
+QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(group_sums_cols, QD_UNIT)(const __m256i qt[8], const uint8_t *a, size_t col,
+                                                                           int nc, int64_t j0, __m256i s[CPU_QDOT_COLS])
+{
+    if (QD_REGS32) {
+#pragma GCC unroll 8
+        COLS s[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) {
+#pragma GCC unroll 8
+            COLS s[c] = QD_ACC(s[c], qt[t], _mm256_loadu_si256((const __m256i *)(group_of(a + (size_t)c * col, j0) + 32 * t)));
+        }
+    } else {
+#pragma GCC unroll 8
+        COLS s[c] = QD_CAT(group_sums, QD_UNIT)(qt, group_of(a + (size_t)c * col, j0));
+    }
+}
+
 /* Legacy types: blocks j0 .. j0 + nb - 1 (nb <= 8; the missing ones
  * repeat block j0 and their lanes are not added) against the columns. */
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_blocks8, QD_UNIT)(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col,
@@ -31,11 +53,12 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_blocks
     for (int b = 0; b < 8; b++)
         q[b] = QD_CAT(legacy_codes, QD_UNIT)(t, w + (j0 + (b < nb ? b : 0)) * bytes);
     transpose8(q);
+    __m256i s[CPU_QDOT_COLS];
+    QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, j0, s);
 #pragma GCC unroll 8
     COLS {
         const uint8_t *ac = a + (size_t)c * col;
-        const __m256i s = QD_CAT(group_sums, QD_UNIT)(q, group_of(ac, j0));
-        acc[c] = add_lanes(acc[c], QD_CAT(legacy_terms, QD_UNIT)(t, d, m, s, floats(d_of(ac, k) + j0, nb), floats(s_of(ac, k) + j0, nb)), nb);
+        acc[c] = add_lanes(acc[c], QD_CAT(legacy_terms, QD_UNIT)(t, d, m, s[c], floats(d_of(ac, k) + j0, nb), floats(s_of(ac, k) + j0, nb)), nb);
     }
 }
 
@@ -99,10 +122,12 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_group, QD_
         __m256 dsc, dmn;
         QD_CAT(kx_unpack, QD_UNIT)(t, w + sb0 * bytes, q, &dsc, &dmn);
         transpose8(q);
+        __m256i si[CPU_QDOT_COLS];
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, si);
 #pragma GCC unroll 8
         COLS {
             const uint8_t *ac = a + (size_t)c * col;
-            const __m256 s = _mm256_cvtepi32_ps(QD_CAT(group_sums, QD_UNIT)(q, group_of(ac, sb0 * 8)));
+            const __m256 s = _mm256_cvtepi32_ps(si[c]);
             const __m256 xd = _mm256_loadu_ps(d_of(ac, k) + sb0 * 8), xs = _mm256_loadu_ps(s_of(ac, k) + sb0 * 8);
             /* d * sc * x.d * s - dmin * mn * x.s */
             acc[c] = _mm256_add_ps(acc[c], _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dsc, xd), s), _mm256_mul_ps(dmn, xs)));
