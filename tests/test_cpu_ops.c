@@ -448,3 +448,44 @@ Test(cpu_ops, qdot_is_the_reference_dot_bit_for_bit)
     cr_assert_eq(cpu_qdot(TYPE_F16, wq, split[0], 64, &out), -1);
     cr_assert_eq(cpu_qdot_cols(TYPE_Q8_0, wq, split[0], 0, CPU_QDOT_COLS + 1, 64, &out), -1);
 }
+
+/* The fast path's activation quantizer gives the scalar one's bytes on
+ * every unit: random rows, exact ties (a block whose largest value is 127,
+ * so 1/d is 1 and x.5 values round half away from zero) and a zero block;
+ * in block order and grouped, with a partial last group. */
+Test(cpu_ops, activation_quantizer_is_the_scalar_one_on_every_unit)
+{
+    static const char *const units[] = { "avx512-vnni", "avx2" };
+    static const int64_t widths[] = { 896, 4864 };
+    static float x[4864];
+    static uint8_t want[8192], got[8192];
+    struct rng r;
+    rng_seed(&r, 77);
+    int checked = 0;
+    for (size_t s = 0; s < sizeof widths / sizeof widths[0]; s++) {
+        const int64_t n = widths[s];
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rng_normal(&r) * (i < n / 2 ? 1.0f : 300.0f);
+        for (int j = 0; j < 32; j++) {
+            x[32 + j] = (float)(j % 2 ? -(j / 2) : j / 2) + (j % 3 ? 0.5f : 0.0f); /* ties at 1/d = 1 */
+            x[64 + j] = 0.0f;
+        }
+        x[32] = 127.0f;
+        for (int grouped = 0; grouped < 2; grouped++) {
+            cr_assert_eq(cpu_qdot_use("scalar"), 0);
+            cpu_q8_quantize(x, n, want, grouped);
+            for (int u = 0; u < 2; u++) {
+                if (cpu_qdot_use(units[u]) != 0)
+                    continue;
+                memset(got, 0xa5, sizeof got);
+                cpu_q8_quantize(x, n, got, grouped);
+                for (size_t b = 0; b < cpu_q8_bytes(n); b++)
+                    cr_assert_eq(got[b], want[b], "%s, %lld wide, %s: byte %zu", units[u], (long long)n,
+                                 grouped ? "grouped" : "block order", b);
+                checked++;
+            }
+        }
+    }
+    cr_assert_eq(cpu_qdot_use("best"), 0);
+    cr_log_info("activation quantizer: %d unit runs checked", checked);
+}

@@ -43,8 +43,12 @@ static const uint8_t *group_of(const uint8_t *a, int64_t j0) { return a + (size_
 static const float *d_of(const uint8_t *a, int64_t n) { return (const float *)(a + codes_bytes(n)); }
 static const float *s_of(const uint8_t *a, int64_t n) { return (const float *)(a + codes_bytes(n)) + n / 32; }
 
+static bool vector_quantize(const float *x, int64_t n, uint8_t *out, bool grouped);
+
 void cpu_q8_quantize(const float *x, int64_t n, void *out, bool grouped)
 {
+    if (vector_quantize(x, n, out, grouped))
+        return;
     uint8_t *o = out, blk[36];
     float *d = (float *)(o + codes_bytes(n)), *s = d + n / 32;
     memset(o, 0, codes_bytes(n));
@@ -270,6 +274,64 @@ static int unit(void)
     return u >= 0 ? u : best_unit();
 }
 
+/* quant_q8_1's block, eight lanes at a time: the same amax (a max is exact
+ * in any order; a NaN is passed over as the scalar comparison does), the
+ * same d and 1/d (scalar), each product rounded once, half away from zero
+ * as quant_legacy.c's round_half_away (truncate, then the exact fraction
+ * against 1/2), the same integer sum: the same bytes. */
+AVX2 static void q8_quantize_avx2(const float *x, int64_t n, uint8_t *o, bool grouped)
+{
+    float *d = (float *)(o + codes_bytes(n)), *s = d + n / 32;
+    memset(o, 0, codes_bytes(n));
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+    for (int64_t b = 0; b < n / 32; b++) {
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int u = 0; u < 4; u++) {
+            v[u] = _mm256_loadu_ps(x + b * 32 + 8 * u);
+            amax = _mm256_max_ps(_mm256_andnot_ps(sign, v[u]), amax); /* a NaN lane keeps amax */
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        const float dq = _mm_cvtss_f32(m4) / 127, id = dq != 0 ? 1.0f / dq : 0.0f;
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4], sum = _mm256_setzero_si256();
+        for (int u = 0; u < 4; u++) {
+            const __m256 p = _mm256_mul_ps(v[u], idv);
+            const __m256i i = _mm256_cvttps_epi32(p);
+            const __m256 r = _mm256_sub_ps(p, _mm256_cvtepi32_ps(i)); /* exact */
+            q[u] = _mm256_add_epi32(_mm256_sub_epi32(i, _mm256_castps_si256(_mm256_cmp_ps(r, half, _CMP_GE_OQ))),
+                                    _mm256_castps_si256(_mm256_cmp_ps(r, mhalf, _CMP_LE_OQ)));
+            sum = _mm256_add_epi32(sum, q[u]);
+        }
+        /* int32 -> int8 in order: the packs interleave 128-bit halves, the permute restores them */
+        const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        if (grouped) {
+            uint32_t words[8];
+            _mm256_storeu_si256((__m256i *)words, bytes);
+            for (int t = 0; t < 8; t++) /* codes 4t .. 4t + 3 of block b: row t of its group, lane b % 8 */
+                memcpy(o + code_at(b, 4 * t, true), &words[t], 4);
+        } else {
+            _mm256_storeu_si256((__m256i *)(o + b * 32), bytes);
+        }
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        /* d and s as quant_q8_1 stores them (f16), widened back exactly */
+        d[b] = f16_to_f32(f32_to_f16(dq));
+        s[b] = f16_to_f32(f32_to_f16(dq * (float)_mm_cvtsi128_si32(s4)));
+    }
+}
+
+static bool vector_quantize(const float *x, int64_t n, uint8_t *out, bool grouped)
+{
+    if (unit() == SCALAR)
+        return false;
+    q8_quantize_avx2(x, n, out, grouped);
+    return true;
+}
+
 int cpu_qdot_use(const char *name)
 {
     if (strcmp(name, "best") == 0) {
@@ -325,6 +387,12 @@ const char *cpu_qdot_unit(void) { return unit_names[unit()]; }
 static bool vector_row(enum tensor_type t, const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k, float *out)
 {
     (void)t, (void)w, (void)a, (void)col, (void)nc, (void)k, (void)out;
+    return false;
+}
+
+static bool vector_quantize(const float *x, int64_t n, uint8_t *out, bool grouped)
+{
+    (void)x, (void)n, (void)out, (void)grouped;
     return false;
 }
 
