@@ -47,6 +47,9 @@ struct cpu_scratch {
     int64_t k_max;
     struct cpu_pool *pool; /* n_threads - 1 workers */
     uint8_t *xq;       /* the fast path's Q8_1 input: n_batch columns (cpu_q8_bytes each) */
+    double *rope_freq; /* head_dim / 2: RoPE's base^(-2i/d), once a launch */
+    float *rope_cs;    /* head_dim: a token's cosines, then its sines (shared by its heads) */
+    int64_t head_dim;
 };
 
 int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct error *e);

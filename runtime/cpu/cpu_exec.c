@@ -20,7 +20,10 @@ int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct er
     s->tiles = malloc(threads * CPU_ROW_BLOCK * CPU_COL_BLOCK * sizeof *s->tiles);
     s->att = malloc(threads * s->att_floats * sizeof *s->att);
     s->xq = malloc(cpu_q8_bytes(z->k_max + 32) * (size_t)(z->n_batch > 0 ? z->n_batch : 1));
-    if (!s->row || !s->rows || !s->tiles || !s->att || !s->xq) {
+    s->head_dim = z->head_dim;
+    s->rope_freq = malloc((size_t)(z->head_dim / 2 + 1) * sizeof *s->rope_freq);
+    s->rope_cs = malloc((size_t)(z->head_dim + 1) * sizeof *s->rope_cs);
+    if (!s->row || !s->rows || !s->tiles || !s->att || !s->xq || !s->rope_freq || !s->rope_cs) {
         cpu_scratch_free(s);
         return fail(e, "out of memory for CPU scratch (rows of %lld, context %lld, %d threads)", (long long)z->k_max,
                     (long long)z->n_ctx, (int)threads);
@@ -36,6 +39,8 @@ void cpu_scratch_free(struct cpu_scratch *s)
 {
     free(s->row);
     free(s->rows);
+    free(s->rope_freq);
+    free(s->rope_cs);
     free(s->tiles);
     free(s->att);
     free(s->xq);
@@ -52,7 +57,12 @@ int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)
             break; /* inputs, views, and outputs their producer writes */
         case OP_EMBED: cpu_embed(g, n, r); break;
         case OP_RMS_NORM: case OP_RMS_NORM_Q8: cpu_rms_norm(g, n, r); break;
-        case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE: cpu_head_norm_rope(g, n, r); break;
+        case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE:
+            if (n->op != OP_HEAD_NORM && n->ne[0] > r->s->head_dim) /* the angles' scratch holds a head of head_dim */
+                return fail(e, "%s:%d: %s over heads of %lld, wider than the model's head size %lld", g->source, n->line,
+                            graph_op_name(n->op), (long long)n->ne[0], (long long)r->s->head_dim);
+            cpu_head_norm_rope(g, n, r);
+            break;
         case OP_ADD: case OP_MUL: case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: cpu_elementwise(g, n, r); break;
         case OP_KV_STORE: cpu_kv_store(g, n, r); break;
         case OP_ATTENTION: cpu_attention(g, n, r); break;

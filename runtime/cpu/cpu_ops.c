@@ -42,17 +42,26 @@ void cpu_rms_norm(const struct graph *g, const struct node *n, struct cpu_run *r
         rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->p.eps);
 }
 
-/* Rotates one head vector in place for position pos. The angle is formed in
- * double, so long positions do not drift. */
-static void rope_row(float *x, int64_t d, int64_t pos, float base, enum rope_style style)
+/* Rotates one head vector in place by the angles whose cosines and sines
+ * are c[i], s[i] (pair i: elements i and i + d/2, or 2i and 2i + 1). */
+static void rope_row(float *x, int64_t d, const float *c, const float *s, enum rope_style style)
 {
     for (int64_t i = 0; i < d / 2; i++) {
-        double theta = (double)pos * pow((double)base, -2.0 * (double)i / (double)d);
-        float c = (float)cos(theta), s = (float)sin(theta);
         int64_t a = style == ROPE_NEOX ? i : 2 * i, b = style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+        x[a] = x0 * c[i] - x1 * s[i];
+        x[b] = x0 * s[i] + x1 * c[i];
+    }
+}
+
+/* The rotation of position pos: pair i's angle pos * base^(-2i/d) formed in
+ * double (so long positions do not drift; freq[i] holds the power), its
+ * cosine and sine rounded to float: once per token, for all its heads. */
+static void rope_angles(int64_t d, int64_t pos, const double *freq, float *c, float *s)
+{
+    for (int64_t i = 0; i < d / 2; i++) {
+        const double theta = (double)pos * freq[i];
+        c[i] = (float)cos(theta), s[i] = (float)sin(theta);
     }
 }
 
@@ -66,7 +75,14 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
     const int32_t *pos = rope ? (const int32_t *)cpu_data(g, r, n->src[1]) : NULL;
     if (norm)
         dequantize_row(n->p.w[0]->type, n->p.w[0]->data, r->s->row, d);
+    double *freq = r->s->rope_freq;
+    float *cs = r->s->rope_cs, *sn = cs + d / 2;
+    if (rope)
+        for (int64_t i = 0; i < d / 2; i++)
+            freq[i] = pow((double)n->p.rope_base, -2.0 * (double)i / (double)d);
     for (int64_t c = 0; c < n->ne[2]; c++) {
+        if (rope)
+            rope_angles(d, pos[c], freq, cs, sn);
         for (int64_t k = 0; k < h; k++) {
             const float *xi = x + (c * h + k) * d;
             float *yi = y + (c * h + k) * d;
@@ -75,7 +91,7 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
             else if (yi != xi)
                 memcpy(yi, xi, (size_t)d * sizeof *yi);
             if (rope)
-                rope_row(yi, d, pos[c], n->p.rope_base, n->p.rope_style);
+                rope_row(yi, d, cs, sn, n->p.rope_style);
         }
     }
 }
