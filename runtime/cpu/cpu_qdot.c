@@ -31,7 +31,7 @@ bool cpu_qdot_takes(enum tensor_type t)
  * same four codes of eight blocks); the last group padded with zeros. */
 static size_t codes_bytes(int64_t n) { return ((size_t)n + 255) / 256 * 256; }
 
-size_t cpu_q8_bytes(int64_t n) { return codes_bytes(n) + (size_t)(n / 32) * 2 * sizeof(float); }
+size_t cpu_q8_bytes(int64_t n) { return codes_bytes(n) + (size_t)(n / 32) * (2 * sizeof(float) + 2 * sizeof(int32_t)); }
 
 /* Where code i of block j is. */
 static size_t code_at(int64_t j, int i, bool grouped)
@@ -42,6 +42,8 @@ static size_t code_at(int64_t j, int i, bool grouped)
 static const uint8_t *group_of(const uint8_t *a, int64_t j0) { return a + (size_t)j0 * 32; } /* j0 a multiple of 8 */
 static const float *d_of(const uint8_t *a, int64_t n) { return (const float *)(a + codes_bytes(n)); }
 static const float *s_of(const uint8_t *a, int64_t n) { return (const float *)(a + codes_bytes(n)) + n / 32; }
+/* 32 times the sum of each block's first 16 codes (n / 32 of them), then of its last 16: Q6_K's -32 offset */
+static const int32_t *h_of(const uint8_t *a, int64_t n) { return (const int32_t *)(s_of(a, n) + n / 32); }
 
 static bool vector_quantize(const float *x, int64_t n, uint8_t *out, bool grouped);
 
@@ -51,13 +53,18 @@ void cpu_q8_quantize(const float *x, int64_t n, void *out, bool grouped)
         return;
     uint8_t *o = out, blk[36];
     float *d = (float *)(o + codes_bytes(n)), *s = d + n / 32;
+    int32_t *h = (int32_t *)(s + n / 32);
     memset(o, 0, codes_bytes(n));
     for (int64_t b = 0; b < n / 32; b++) {
         quant_q8_1(x + b * 32, blk, 32);
-        for (int i = 0; i < 32; i++)
+        int32_t half[2] = { 0, 0 };
+        for (int i = 0; i < 32; i++) {
             o[code_at(b, i, grouped)] = blk[4 + i];
+            half[i / 16] += (int8_t)blk[4 + i];
+        }
         d[b] = load_f16(blk);
         s[b] = load_f16(blk + 2);
+        h[b] = 32 * half[0], h[n / 32 + b] = 32 * half[1];
     }
 }
 
@@ -274,6 +281,15 @@ static int unit(void)
     return u >= 0 ? u : best_unit();
 }
 
+/* The sum of v's eight lanes (integers: exact in any order). */
+AVX2 static inline int32_t hsum_epi32(__m256i v)
+{
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    return _mm_cvtsi128_si32(s4);
+}
+
 /* quant_q8_1's block, eight lanes at a time: the same amax (a max is exact
  * in any order; a NaN is passed over as the scalar comparison does), the
  * same d and 1/d (scalar), each product rounded once, half away from zero
@@ -282,6 +298,7 @@ static int unit(void)
 AVX2 static void q8_quantize_avx2(const float *x, int64_t n, uint8_t *o, bool grouped)
 {
     float *d = (float *)(o + codes_bytes(n)), *s = d + n / 32;
+    int32_t *h = (int32_t *)(s + n / 32);
     memset(o, 0, codes_bytes(n));
     const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
     for (int64_t b = 0; b < n / 32; b++) {
@@ -315,12 +332,10 @@ AVX2 static void q8_quantize_avx2(const float *x, int64_t n, uint8_t *o, bool gr
         } else {
             _mm256_storeu_si256((__m256i *)(o + b * 32), bytes);
         }
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
         /* d and s as quant_q8_1 stores them (f16), widened back exactly */
         d[b] = f16_to_f32(f32_to_f16(dq));
-        s[b] = f16_to_f32(f32_to_f16(dq * (float)_mm_cvtsi128_si32(s4)));
+        s[b] = f16_to_f32(f32_to_f16(dq * (float)hsum_epi32(sum)));
+        h[b] = 32 * hsum_epi32(_mm256_add_epi32(q[0], q[1])), h[n / 32 + b] = 32 * hsum_epi32(_mm256_add_epi32(q[2], q[3]));
     }
 }
 

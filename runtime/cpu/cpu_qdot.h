@@ -17,7 +17,9 @@
 /* Activations as the fast path reads them: n values quantized as quant_q8_1
  * does, split for wide loads: the n codes (their bytes rounded up to 256),
  * then the n / 32 scales d, then the n / 32 sums s, as floats (the f16
- * values widened, exactly). The codes in block order, or grouped for a
+ * values widened, exactly), then 32 times the integer sum of each block's
+ * first 16 codes and of its last 16 (n / 32 int32 each: Q6_K's offset of
+ * -32, subtracted once a column instead of once a row). The codes in block order, or grouped for a
  * prompt's full group of columns: in groups of eight blocks, four codes of
  * each block in turn (one 32-byte row holds the same four codes of eight
  * blocks, so the kernels sum a block without horizontal adds). */

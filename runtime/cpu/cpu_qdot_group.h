@@ -7,36 +7,30 @@
  * QD_ACCs into one register leave block b's whole integer sum in lane b,
  * with no horizontal adds; the float terms are the same as cpu_qdot_rows.h's. */
 
-/* Lane b of the result: block b's integer sum of codes qt (transposed)
- * against the column's group of activations ag. */
-QD_TARGET static inline __m256i QD_CAT(group_sums, QD_UNIT)(const __m256i qt[8], const uint8_t *ag)
-{
-    __m256i s = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; t++)
-        s = QD_ACC(s, qt[t], _mm256_loadu_si256((const __m256i *)(ag + 32 * t)));
-    return s;
-}
-
-/* s[c] lane b: block b's integer sum for column c (activations a, col bytes
- * apart; the group at block j0). With QD_REGS32 (AVX-512VL's 32 vector
- * registers) the columns' products are interleaved: eight independent
- * accumulator chains in flight rather than one, which the scheduler could
- * not find across the columns' whole sequences. */
+/* s[c] lane b: block b's integer sum for column c over code rows t0 .. t1 - 1
+ * (activations a, col bytes apart; the group at block j0). With QD_REGS32
+ * (AVX-512VL's 32 vector registers) the columns' products are interleaved:
+ * eight independent accumulator chains in flight rather than one, which
+ * the scheduler could not find across the columns' whole sequences. */
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(group_sums_cols, QD_UNIT)(const __m256i qt[8], const uint8_t *a, size_t col,
-                                                                           int nc, int64_t j0, __m256i s[CPU_QDOT_COLS])
+                                                                           int nc, int64_t j0, int t0, int t1,
+                                                                           __m256i s[CPU_QDOT_COLS])
 {
+#pragma GCC unroll 8
+    COLS s[c] = _mm256_setzero_si256();
     if (QD_REGS32) {
 #pragma GCC unroll 8
-        COLS s[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int t = 0; t < 8; t++) {
+        for (int t = t0; t < t1; t++) {
 #pragma GCC unroll 8
             COLS s[c] = QD_ACC(s[c], qt[t], _mm256_loadu_si256((const __m256i *)(group_of(a + (size_t)c * col, j0) + 32 * t)));
         }
     } else {
 #pragma GCC unroll 8
-        COLS s[c] = QD_CAT(group_sums, QD_UNIT)(qt, group_of(a + (size_t)c * col, j0));
+        COLS {
+#pragma GCC unroll 8
+            for (int t = t0; t < t1; t++)
+                s[c] = QD_ACC(s[c], qt[t], _mm256_loadu_si256((const __m256i *)(group_of(a + (size_t)c * col, j0) + 32 * t)));
+        }
     }
 }
 
@@ -54,7 +48,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_blocks
         q[b] = QD_CAT(legacy_codes, QD_UNIT)(t, w + (j0 + (b < nb ? b : 0)) * bytes);
     transpose8(q);
     __m256i s[CPU_QDOT_COLS];
-    QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, j0, s);
+    QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, j0, 0, 8, s);
 #pragma GCC unroll 8
     COLS {
         const uint8_t *ac = a + (size_t)c * col;
@@ -123,7 +117,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_group, QD_
         QD_CAT(kx_unpack, QD_UNIT)(t, w + sb0 * bytes, q, &dsc, &dmn);
         transpose8(q);
         __m256i si[CPU_QDOT_COLS];
-        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, si);
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 0, 8, si);
 #pragma GCC unroll 8
         COLS {
             const uint8_t *ac = a + (size_t)c * col;
@@ -140,7 +134,6 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_group, QD_
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_group, QD_UNIT)(const uint8_t *w, const uint8_t *a, size_t col, int nc, int64_t k,
                                                                       float *out)
 {
-    const __m256i c32 = _mm256_set1_epi8(32);
     __m256 acc[CPU_QDOT_COLS];
 #pragma GCC unroll 8
     COLS acc[c] = _mm256_setzero_ps();
@@ -154,17 +147,16 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_group, Q
         __m256i q[8];
         QD_CAT(q6_k_unpack, QD_UNIT)(blk, q);
         transpose8(q);
+        /* (q - 32) a as q a - 32 a, over each sub-block's first 16 codes (t < 4) and its second; 32 a from h_of */
+        __m256i lo[CPU_QDOT_COLS], hi[CPU_QDOT_COLS];
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 0, 4, lo);
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 4, 8, hi);
 #pragma GCC unroll 8
         COLS {
-            const uint8_t *ag = group_of(a + (size_t)c * col, sb0 * 8);
-            /* (q - 32) a as q a - 32 a, over each sub-block's first 16 codes (t < 4) and its second */
-            __m256i half[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
-#pragma GCC unroll 8
-            for (int t = 0; t < 8; t++) {
-                const __m256i x = _mm256_loadu_si256((const __m256i *)(ag + 32 * t));
-                half[t / 4] = _mm256_sub_epi32(QD_ACC(half[t / 4], q[t], x), QD_ACC(_mm256_setzero_si256(), c32, x));
-            }
-            const __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(half[0], sc_lo), _mm256_mullo_epi32(half[1], sc_hi));
+            const int32_t *h = h_of(a + (size_t)c * col, k) + sb0 * 8;
+            const __m256i h0 = _mm256_sub_epi32(lo[c], _mm256_loadu_si256((const __m256i *)h));
+            const __m256i h1 = _mm256_sub_epi32(hi[c], _mm256_loadu_si256((const __m256i *)(h + k / 32)));
+            const __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(h0, sc_lo), _mm256_mullo_epi32(h1, sc_hi));
             const __m256 xd = _mm256_loadu_ps(d_of(a + (size_t)c * col, k) + sb0 * 8);
             acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(s))); /* d * x.d * (sc0 s0 + sc1 s1) */
         }

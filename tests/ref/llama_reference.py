@@ -5,7 +5,7 @@
     tools/fetch-model.sh
     python3 tests/ref/llama_reference.py models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
         tests/fixtures/data/qwen2.5-coder-0.5b.llama.txt
-    python3 tests/ref/llama_reference.py MODEL --bench     # pp512 / tg128 on this machine
+    python3 tests/ref/llama_reference.py MODEL --bench     # pp128 / pp512 / tg128 on this machine
 
 The fixture (plain text, read by the C test):
     model <file name> <bytes> <llama-cpp-python version>
@@ -126,14 +126,13 @@ def bench(model, threads):
     n_vocab = llm.n_vocab()
     pp = [(i * 7919 + 13) % n_vocab for i in range(512)]
     rows = []
-    for name, run in (("pp512", lambda: llm.eval(pp)),
-                      ("tg128", lambda: [llm.eval([pp[i]]) for i in range(128)])):
+    for name, n, run in (("pp128", 128, lambda: llm.eval(pp[:128])), ("pp512", 512, lambda: llm.eval(pp)),
+                         ("tg128", 128, lambda: [llm.eval([pp[i]]) for i in range(128)])):
         speeds = []
         for _ in range(3):
             llm.reset()  # the next eval drops the cached positions
             t0 = time.perf_counter()
             run()
-            n = 512 if name == "pp512" else 128
             speeds.append(n / (time.perf_counter() - t0))
         rows.append((name, np.mean(speeds), np.std(speeds)))
     print(f"| llama.cpp (llama-cpp-python {__version__}) | threads | test | t/s |")
