@@ -40,7 +40,7 @@ struct cpu_scratch {
     float *row;        /* k_max floats: one dequantized norm weight or bias */
     float *rows;       /* n_threads * CPU_ROW_BLOCK * k_max floats: each matmul thread's weight rows */
     float *tiles;      /* n_threads * CPU_ROW_BLOCK * CPU_COL_BLOCK floats: their dot products */
-    float *att;        /* n_threads * att_floats: each attention job's scores, sums, sums of values, KV row,
+    float *att;        /* n_threads * att_floats: each attention job's scores, sums, sums of values, two KV rows,
                           transposed queries and running dot products (cpu_attention.c) */
     size_t att_floats;
     int n_threads;     /* matmuls and attention are split among this many threads */

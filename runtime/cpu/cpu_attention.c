@@ -34,9 +34,9 @@ CPU_SIMD static void *attend(void *arg)
     /* per query (token ct of the block, head hg of the group) at t = ct * group + hg:
      * scores[t * n_ctx + p], sums[t], acc[t * d + i]; the queries transposed,
      * qt[i * nq + t], so one key element meets every query in one vector */
-    float *scores = j->work, *sums = scores + nq * n_ctx, *acc = sums + nq, *row = acc + nq * d;
+    float *scores = j->work, *sums = scores + nq * n_ctx, *acc = sums + nq, *row = acc + nq * d; /* row: two of d */
     int64_t nq8 = (nq + 7) / 8 * 8; /* whole vectors of queries; the padding queries are zero */
-    float *qt = row + d, *s = qt + nq8 * d;
+    float *qt = row + 2 * d, *s = qt + nq8 * d; /* s: two of nq8 */
     int64_t last = 0;
     for (int64_t c = j->c0; c < j->c0 + j->nc; c++)
         last = pos[c] > last ? pos[c] : last;
@@ -46,18 +46,26 @@ CPU_SIMD static void *attend(void *arg)
         for (int64_t i = 0; i < d; i++)
             qt[i * nq8 + t] = qi[i];
     }
-    for (int64_t p = 0; p <= last; p++) { /* scores past a query's position are made and never read */
-        kv_load_row(r->kv, r->kv->k, j->n->layer, j->kvh, p, row);
+    /* scores past a query's position are made and never read; two positions
+     * at a time, so two chains of adds run at once, sharing each query load */
+    for (int64_t p = 0; p <= last; p += 2) {
+        const int64_t np = p + 1 <= last ? 2 : 1;
+        for (int64_t u = 0; u < np; u++)
+            kv_load_row(r->kv, r->kv->k, j->n->layer, j->kvh, p + u, row + u * d);
+        const float *row1 = row + (np - 1) * d; /* the first row again when it is alone: its scores are dropped */
         for (int64_t t = 0; t < nq8; t += 8) { /* eight queries' dot products, each in element order */
-            cpu_v8 sum = { 0 }, qv;
+            cpu_v8 sum0 = { 0 }, sum1 = { 0 }, qv;
             for (int64_t i = 0; i < d; i++) {
                 CPU_V8_LOAD(qv, qt + i * nq8 + t);
-                sum += qv * row[i];
+                sum0 += qv * row[i];
+                sum1 += qv * row1[i];
             }
-            memcpy(s + t, &sum, sizeof sum);
+            memcpy(s + t, &sum0, sizeof sum0);
+            memcpy(s + nq8 + t, &sum1, sizeof sum1);
         }
-        for (int64_t t = 0; t < nq; t++)
-            scores[t * n_ctx + p] = s[t] * scale;
+        for (int64_t u = 0; u < np; u++)
+            for (int64_t t = 0; t < nq; t++)
+                scores[t * n_ctx + p + u] = s[u * nq8 + t] * scale;
     }
     for (int64_t t = 0; t < nq; t++) {
         int64_t at = pos[j->c0 + t / group];

@@ -222,6 +222,7 @@ AVX2 static inline float finish(__m256 acc)
 #define QD_TARGET AVX2
 #define QD_ACC(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)))
 #define QD_FIFTH(p) fifth_bits(p)
+#define QD_NIBBLES(p) nibbles(p)
 #define QD_REGS32 0
 #include "cpu/cpu_qdot_rows.h"
 #include "cpu/cpu_qdot_group.h"
@@ -229,6 +230,7 @@ AVX2 static inline float finish(__m256 acc)
 #undef QD_TARGET
 #undef QD_ACC
 #undef QD_FIFTH
+#undef QD_NIBBLES
 #undef QD_REGS32
 
 #define VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
@@ -241,10 +243,20 @@ VNNI static inline __m256i fifth_bits_bw(const uint8_t *p)
     return _mm256_maskz_mov_epi8((__mmask32)h, _mm256_set1_epi8(0x10));
 }
 
+/* nibbles with AVX-512BW: the 16 bytes in both halves, the upper half's
+ * words shifted by 4, then one mask (three operations instead of five). */
+VNNI static inline __m256i nibbles_bw(const uint8_t *p)
+{
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    const __m256i by = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    return _mm256_and_si256(_mm256_srlv_epi16(b, by), _mm256_set1_epi8(0x0f));
+}
+
 #define QD_UNIT vnni
 #define QD_TARGET VNNI
 #define QD_ACC(s, u, a) _mm256_dpbusd_epi32(s, u, a)
 #define QD_FIFTH(p) fifth_bits_bw(p)
+#define QD_NIBBLES(p) nibbles_bw(p)
 #define QD_REGS32 1
 #include "cpu/cpu_qdot_rows.h"
 #include "cpu/cpu_qdot_group.h"
@@ -252,6 +264,7 @@ VNNI static inline __m256i fifth_bits_bw(const uint8_t *p)
 #undef QD_TARGET
 #undef QD_ACC
 #undef QD_FIFTH
+#undef QD_NIBBLES
 #undef QD_REGS32
 
 enum unit { SCALAR, UNIT_AVX2, UNIT_VNNI };

@@ -14,7 +14,7 @@
 /* The 32 codes of a legacy block (before any offset). */
 QD_TARGET static inline __m256i QD_CAT(legacy_codes, QD_UNIT)(enum tensor_type t, const uint8_t *blk)
 {
-    __m256i q = nibbles(blk + (t == TYPE_Q4_0 ? 2 : t == TYPE_Q4_1 ? 4 : t == TYPE_Q5_0 ? 6 : 8));
+    __m256i q = QD_NIBBLES(blk + (t == TYPE_Q4_0 ? 2 : t == TYPE_Q4_1 ? 4 : t == TYPE_Q5_0 ? 6 : 8));
     if (t == TYPE_Q5_0 || t == TYPE_Q5_1)
         q = _mm256_or_si256(q, QD_FIFTH(blk + (t == TYPE_Q5_0 ? 2 : 4)));
     return q;
