@@ -150,6 +150,31 @@ static int matmul_rows(const struct weight *w, cpu_dot_fn dot, const float *x, c
     return rows_in_parallel(w, dot, x, nt, y, mode, s, e);
 }
 
+/* The fast path's input as Q8_1 (cpu_q8_quantize), columns shared among
+ * the threads: grouped where run_qrows passes full groups of columns. */
+struct quant_job {
+    const float *x;
+    int64_t k, nt, c0, c1;
+    uint8_t *xq;
+};
+
+static void *run_quantize(void *arg)
+{
+    const struct quant_job *j = arg;
+    for (int64_t c = j->c0; c < j->c1; c++)
+        cpu_q8_quantize(j->x + c * j->k, j->k, j->xq + (size_t)c * cpu_q8_bytes(j->k), c / CPU_QDOT_COLS < j->nt / CPU_QDOT_COLS);
+    return NULL;
+}
+
+static void quantize_in_parallel(const float *x, int64_t k, int64_t nt, struct cpu_scratch *s)
+{
+    int t_count = s->n_threads < nt ? s->n_threads : (int)nt;
+    struct quant_job jobs[CPU_MAX_THREADS];
+    for (int t = 0; t < t_count; t++)
+        jobs[t] = (struct quant_job){ x, k, nt, nt * t / t_count, nt * (t + 1) / t_count, s->xq };
+    cpu_run_jobs(s->pool, jobs, sizeof jobs[0], t_count, run_quantize);
+}
+
 static void add_bias(const struct weight *bias, int64_t n, int64_t nt, float *y, float *row)
 {
     if (!bias)
@@ -175,9 +200,7 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
             dot = r->kernels[k].dot;
     const uint8_t *xq = NULL; /* the fast path: x as Q8_1, made once for every matrix of the node */
     if (r->q8 && xn->ne[0] % 32 == 0) {
-        for (int64_t c = 0; c < nt; c++) /* grouped where run_qrows passes full groups of columns */
-            cpu_q8_quantize(x + c * xn->ne[0], xn->ne[0], s->xq + (size_t)c * cpu_q8_bytes(xn->ne[0]),
-                            c / CPU_QDOT_COLS < nt / CPU_QDOT_COLS);
+        quantize_in_parallel(x, xn->ne[0], nt, s);
         xq = s->xq;
     }
     switch (n->op) {
