@@ -105,6 +105,25 @@ Test(cli, bad_files_and_flags_give_one_line_and_nonzero_exit)
     }
 }
 
+/* MINFER_CPU_UNIT picks the fast path's vector unit for measurements; a
+ * unit the processor lacks, or no unit at all, is an error, not a guess. */
+Test(cli, an_unknown_cpu_unit_is_an_error)
+{
+    char *out;
+    setenv("MINFER_CPU_UNIT", "avx1024", 1);
+    int rc = minfer(&out, "run -m %s -p hi -n 1 --device cpu-fast", demo_model());
+    unsetenv("MINFER_CPU_UNIT");
+    cr_assert_neq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "MINFER_CPU_UNIT=avx1024: not a vector unit this processor has") != NULL, "%s", out);
+    cr_assert_eq(count_lines(out), 1, "%s", out);
+    free(out);
+    setenv("MINFER_CPU_UNIT", "scalar", 1); /* every processor has it */
+    rc = minfer(&out, "run -m %s -p hi -n 1 --device cpu-fast", demo_model());
+    unsetenv("MINFER_CPU_UNIT");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
+
 /* A well-formed file that is no model (a vocabulary alone) is described and
  * says so; run refuses it, naming what is missing. */
 Test(cli, info_describes_a_file_that_is_not_a_model)

@@ -80,6 +80,9 @@ static int cpu_init(void **state, const struct model *m, const struct backend_si
 /* The fast path: the same state, matmuls of quantized weights on Q8_1 activations. */
 static int cpu_fast_init(void **state, const struct model *m, const struct backend_sizes *z, struct error *e)
 {
+    const char *unit = getenv("MINFER_CPU_UNIT"); /* for measurements: a vector unit below the best */
+    if (unit && cpu_qdot_use(unit) != 0)
+        return fail(e, "MINFER_CPU_UNIT=%s: not a vector unit this processor has (avx512-vnni, avx2, scalar, best)", unit);
     if (cpu_init(state, m, z, e))
         return -1;
     ((struct cpu_state *)*state)->run.q8 = true;
