@@ -11,9 +11,13 @@
  * (activations a, col bytes apart; the group at block j0). With QD_REGS32
  * (AVX-512VL's 32 vector registers) the columns' products are interleaved:
  * eight independent accumulator chains in flight rather than one, which
- * the scheduler could not find across the columns' whole sequences. */
+ * the scheduler could not find across the columns' whole sequences.
+ * Without (the AVX2 unit, whose QD_ACC is three operations), up to k16 rows'
+ * pair sums are added as int16 before one widening: codes below 2^b give
+ * pair sums of at most 2 (2^b - 1) 127, so k16 = 8 for 4-bit codes, 4 for
+ * 5-bit, 2 for 6-bit stays below 32767: the same integers. */
 QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(group_sums_cols, QD_UNIT)(const __m256i qt[8], const uint8_t *a, size_t col,
-                                                                           int nc, int64_t j0, int t0, int t1,
+                                                                           int nc, int64_t j0, int t0, int t1, int k16,
                                                                            __m256i s[CPU_QDOT_COLS])
 {
 #pragma GCC unroll 8
@@ -27,9 +31,16 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(group_sums_co
     } else {
 #pragma GCC unroll 8
         COLS {
+            const uint8_t *ag = group_of(a + (size_t)c * col, j0);
 #pragma GCC unroll 8
-            for (int t = t0; t < t1; t++)
-                s[c] = QD_ACC(s[c], qt[t], _mm256_loadu_si256((const __m256i *)(group_of(a + (size_t)c * col, j0) + 32 * t)));
+            for (int t = t0; t < t1; t += k16) {
+                __m256i w = _mm256_maddubs_epi16(qt[t], _mm256_loadu_si256((const __m256i *)(ag + 32 * t)));
+                const int te = t + k16 < t1 ? t + k16 : t1;
+#pragma GCC unroll 8
+                for (int u = t + 1; u < te; u++)
+                    w = _mm256_add_epi16(w, _mm256_maddubs_epi16(qt[u], _mm256_loadu_si256((const __m256i *)(ag + 32 * u))));
+                s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(w, _mm256_set1_epi16(1)));
+            }
         }
     }
 }
@@ -48,7 +59,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(legacy_blocks
         q[b] = QD_CAT(legacy_codes, QD_UNIT)(t, w + (j0 + (b < nb ? b : 0)) * bytes);
     transpose8(q);
     __m256i s[CPU_QDOT_COLS];
-    QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, j0, 0, 8, s);
+    QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, j0, 0, 8, t == TYPE_Q4_0 || t == TYPE_Q4_1 ? 8 : 4, s);
 #pragma GCC unroll 8
     COLS {
         const uint8_t *ac = a + (size_t)c * col;
@@ -117,7 +128,7 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(kx_group, QD_
         QD_CAT(kx_unpack, QD_UNIT)(t, w + sb0 * bytes, q, &dsc, &dmn);
         transpose8(q);
         __m256i si[CPU_QDOT_COLS];
-        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 0, 8, si);
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 0, 8, t == TYPE_Q4_K ? 8 : 4, si);
 #pragma GCC unroll 8
         COLS {
             const uint8_t *ac = a + (size_t)c * col;
@@ -149,8 +160,8 @@ QD_TARGET static inline __attribute__((always_inline)) void QD_CAT(q6_k_group, Q
         transpose8(q);
         /* (q - 32) a as q a - 32 a, over each sub-block's first 16 codes (t < 4) and its second; 32 a from h_of */
         __m256i lo[CPU_QDOT_COLS], hi[CPU_QDOT_COLS];
-        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 0, 4, lo);
-        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 4, 8, hi);
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 0, 4, 2, lo);
+        QD_CAT(group_sums_cols, QD_UNIT)(q, a, col, nc, sb0 * 8, 4, 8, 2, hi);
 #pragma GCC unroll 8
         COLS {
             const int32_t *h = h_of(a + (size_t)c * col, k) + sb0 * 8;
