@@ -208,7 +208,7 @@ __device__ static inline void words16(const uint8_t *p, unsigned out[N])
     }
 }
 
-/* A half or a word from a field of the stored row (2- or 4-byte aligned). */
+/* The f16 value at a field of a stored row (fields are at least 2-byte aligned). */
 __device__ static inline float half_field(const uint8_t *p) { return __half2float(*(const __half *)p); }
 
 /* The codes of a Q8_1 block as eight words, and its d and s. */

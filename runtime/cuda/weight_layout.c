@@ -1,6 +1,7 @@
 /* weight_layout.c: the GPU's row layout (see weight_layout.h). */
 #include "cuda/weight_layout.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 size_t cuda_row_bytes(enum tensor_type t, int64_t k)

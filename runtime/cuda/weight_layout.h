@@ -15,7 +15,6 @@
 #ifndef MINFER_CUDA_WEIGHT_LAYOUT_H
 #define MINFER_CUDA_WEIGHT_LAYOUT_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
