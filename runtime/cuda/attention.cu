@@ -20,6 +20,9 @@
 #define ATT_MAX_CHUNKS 64 /* at most ATT_THREADS: the combine gives each chunk a thread */
 #define ATT_GROUPS (ATT_THREADS / 8) /* 8-lane groups, one KV position each at a time */
 #define ATT_MAX_HEAD 256             /* 8 lanes of at most 32 elements */
+#ifndef ATT_TURNS
+#define ATT_TURNS 2 /* turns whose K and V loads are in flight at once (heads up to 128 wide) */
+#endif
 
 /* Element i of one cached row. */
 template <int KT>
@@ -171,6 +174,64 @@ __device__ static inline void kv_part(const uint8_t *row, int64_t first, int dl,
         v[k] = k < dl ? kv_at<KT>(row, first + k) : 0.0f;
 }
 
+/* A group's online softmax: its running max, sum of exponentials and
+ * weighted values (its lane's part of the head). */
+template <int DL>
+struct online {
+    float m, l, acc[DL];
+};
+
+/* TURNS turns of the CTA's groups from position j0: turn u's group g takes
+ * position j0 + u ATT_GROUPS + g (if before end). Every turn's K and V
+ * loads are issued before the first is used: one memory latency for TURNS
+ * turns. Positions meet o in the same order whatever TURNS is, so the same
+ * bits. Every lane of a warp runs every turn: the shuffles need them all. */
+template <int KT, int DL, int TURNS>
+__device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh, size_t row_bytes, int64_t j0,
+                                           int64_t end, int g, int64_t first, int dl, const float qv[DL], float scale,
+                                           struct online<DL> &o)
+{
+    float kv[TURNS][DL], vv[TURNS][DL];
+#pragma unroll
+    for (int u = 0; u < TURNS; u++) {
+        const int64_t j = j0 + u * ATT_GROUPS + g;
+        if (j < end) {
+            kv_part<KT, DL>(kh + (size_t)j * row_bytes, first, dl, kv[u]);
+            kv_part<KT, DL>(vh + (size_t)j * row_bytes, first, dl, vv[u]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < DL; k++)
+                kv[u][k] = vv[u][k] = 0.0f;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < TURNS; u++) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < DL; k++)
+            dot = __fmaf_rn(qv[k], kv[u][k], dot);
+        for (int off = 4; off > 0; off >>= 1) /* the group's 8 lanes, a fixed butterfly */
+            dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, off));
+        const float sc = __fmul_rn(dot, scale);
+        if (j0 + u * ATT_GROUPS + g >= end)
+            continue;
+        if (sc > o.m) { /* a new max: rescale what came before */
+            const float corr = expf(o.m - sc);
+            o.l = __fmaf_rn(o.l, corr, 1.0f);
+#pragma unroll
+            for (int k = 0; k < DL; k++)
+                o.acc[k] = __fmaf_rn(o.acc[k], corr, vv[u][k]);
+            o.m = sc;
+        } else {
+            const float e = expf(sc - o.m);
+            o.l = __fadd_rn(o.l, e);
+#pragma unroll
+            for (int k = 0; k < DL; k++)
+                o.acc[k] = __fmaf_rn(e, vv[u][k], o.acc[k]);
+        }
+    }
+}
+
 /* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
  * values } over the chunk's positions. Sixteen groups of 8 lanes take
  * positions start + g, start + g + 16, ...; lane i of a group holds
@@ -178,8 +239,10 @@ __device__ static inline void kv_part(const uint8_t *row, int64_t first, int dl,
  * its lanes' partial dots added in a fixed butterfly, and each group keeps
  * an online softmax (running max, sum and weighted values) in registers.
  * The groups then merge in group order through shared memory. Chunks past
- * the query's position hold nothing and return at once; of the others, the
- * last to finish, as counted by an atomic ticket, combines them. The ticket
+ * the query's position hold nothing and return at once; a query whose
+ * positions fit one chunk is finished by that chunk's CTA (no partials);
+ * otherwise the last chunk to finish, as counted by an atomic ticket,
+ * combines them. The ticket
  * decides only who combines, never the order of a sum, so the bits do not
  * depend on timing; the combiner leaves it at zero for the next launch. */
 template <int KT, int DL>
@@ -189,7 +252,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
     uint8_t *__restrict__ q8)
 {
-    extern __shared__ float smem[]; /* ATT_GROUPS x (d + 2): each group's max, sum and values */
+    extern __shared__ float smem[]; /* ATT_GROUPS x (d + 2): each group's max, sum and values; then d */
     __shared__ float red[ATT_THREADS / 32];
     __shared__ bool last;
     grid_begin();
@@ -200,49 +263,23 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     const int g = threadIdx.x / 8, lane = threadIdx.x % 8, dl = (int)(d / 8);
     const int64_t first = (int64_t)lane * dl;
     const float scale = __fdiv_rn(1.0f, sqrtf((float)d));
-    float qv[DL], acc[DL];
+    float qv[DL];
     const float *qh = q + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
 #pragma unroll
     for (int k = 0; k < DL; k++)
-        qv[k] = k < dl ? qh[first + k] : 0.0f, acc[k] = 0.0f;
+        qv[k] = k < dl ? qh[first + k] : 0.0f;
     const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
-    float m = -INFINITY, l = 0.0f;
-    for (int64_t j0 = start; j0 < end; j0 += ATT_GROUPS) { /* as many turns in every warp: the shuffles need them all */
-        const int64_t j = j0 + g;
-        const bool here = j < end;
-        float kv[DL], vv[DL];
-        if (here) {
-            kv_part<KT, DL>(kh + (size_t)j * row_bytes, first, dl, kv);
-            kv_part<KT, DL>(vh + (size_t)j * row_bytes, first, dl, vv);
-        } else {
-#pragma unroll
-            for (int k = 0; k < DL; k++)
-                kv[k] = vv[k] = 0.0f;
-        }
-        float dot = 0.0f;
-#pragma unroll
-        for (int k = 0; k < DL; k++)
-            dot = __fmaf_rn(qv[k], kv[k], dot);
-        for (int off = 4; off > 0; off >>= 1) /* the group's 8 lanes, a fixed butterfly */
-            dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, off));
-        const float sc = __fmul_rn(dot, scale);
-        if (!here)
-            continue;
-        if (sc > m) { /* a new max: rescale what came before */
-            const float corr = expf(m - sc);
-            l = __fmaf_rn(l, corr, 1.0f);
-#pragma unroll
-            for (int k = 0; k < DL; k++)
-                acc[k] = __fmaf_rn(acc[k], corr, vv[k]);
-            m = sc;
-        } else {
-            const float e = expf(sc - m);
-            l = __fadd_rn(l, e);
-#pragma unroll
-            for (int k = 0; k < DL; k++)
-                acc[k] = __fmaf_rn(e, vv[k], acc[k]);
-        }
-    }
+    struct online<DL> o = { -INFINITY, 0.0f, {} };
+    /* whole blocks of TURNS turns (TURNS turns' loads in flight at once),
+     * then single turns: no turn past the chunk's end */
+    constexpr int TURNS = KT != KV_Q8_0 && DL <= 16 ? ATT_TURNS : 1; /* Q8_0 rows, wider heads: spills */
+    int64_t j0 = start;
+    for (; j0 + TURNS * ATT_GROUPS <= end; j0 += TURNS * ATT_GROUPS)
+        attend_turns<KT, DL, TURNS>(kh, vh, row_bytes, j0, end, g, first, dl, qv, scale, o);
+    for (; j0 < end; j0 += ATT_GROUPS)
+        attend_turns<KT, DL, 1>(kh, vh, row_bytes, j0, end, g, first, dl, qv, scale, o);
+    const float m = o.m, l = o.l;
+    float *acc = o.acc;
     float *mine = smem + (size_t)g * (size_t)(d + 2);
     if (lane == 0)
         mine[0] = m, mine[1] = l;
@@ -251,17 +288,45 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
         if (k < dl)
             mine[2 + first + k] = acc[k];
     __syncthreads();
-    /* the groups in order (a group without positions has l = 0 and adds nothing) */
+    /* the groups in order (a group without positions has l = 0 and adds
+     * nothing), each weighed by exp(its max - the max), formed once */
+    __shared__ float weight[ATT_GROUPS];
     float M = -INFINITY;
     for (int k = 0; k < ATT_GROUPS; k++)
         M = fmaxf(M, smem[(size_t)k * (size_t)(d + 2)]);
+    if (threadIdx.x < ATT_GROUPS)
+        weight[threadIdx.x] = expf(smem[(size_t)threadIdx.x * (size_t)(d + 2)] - M);
+    __syncthreads();
+    if (live == 1) { /* the only chunk: no partials, no combine */
+        float L = 0.0f;
+        for (int k = 0; k < ATT_GROUPS; k++)
+            if (smem[(size_t)k * (size_t)(d + 2) + 1] > 0.0f)
+                L = __fmaf_rn(smem[(size_t)k * (size_t)(d + 2) + 1], weight[k], L);
+        float *outs = smem + (size_t)ATT_GROUPS * (size_t)(d + 2), *yh = y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
+        for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS) {
+            float sum = 0.0f;
+            for (int k = 0; k < ATT_GROUPS; k++) {
+                const float *gk = smem + (size_t)k * (size_t)(d + 2);
+                if (gk[1] > 0.0f)
+                    sum = __fmaf_rn(gk[2 + i], weight[k], sum);
+            }
+            outs[i] = yh[i] = __fdiv_rn(sum, L);
+        }
+        if (q8) {
+            __syncthreads(); /* warp b quantizes the head's 32-element blocks b, b + 4, ... */
+            uint8_t *q8h = q8 + (size_t)c * (size_t)(d * h / 32) * 36 + (size_t)(head * (d / 32)) * 36;
+            for (int64_t b = threadIdx.x / 32; b < d / 32; b += ATT_THREADS / 32)
+                q8_1_block(outs[b * 32 + threadIdx.x % 32], q8h + (size_t)b * 36);
+        }
+        return;
+    }
     float *out = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x + (size_t)s) * (size_t)(d + 2);
     for (int64_t i = threadIdx.x; i < d + 2; i += ATT_THREADS) {
         float sum = 0.0f;
         for (int k = 0; k < ATT_GROUPS; k++) {
             const float *gk = smem + (size_t)k * (size_t)(d + 2);
             if (gk[1] > 0.0f)
-                sum = __fmaf_rn(i == 0 ? 0.0f : i == 1 ? gk[1] : gk[i], expf(gk[0] - M), sum);
+                sum = __fmaf_rn(i == 0 ? 0.0f : gk[i], weight[k], sum);
         }
         out[i] = i == 0 ? M : sum;
     }
@@ -310,7 +375,7 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
                               float *scratch, float *y, void *q8, void *stream, struct error *e)
 {
     const int64_t S = n_chunks(n_ctx, chunk);
-    const size_t smem = (size_t)ATT_GROUPS * (size_t)(d + 2) * sizeof(float);
+    const size_t smem = ((size_t)ATT_GROUPS * (size_t)(d + 2) + (size_t)d) * sizeof(float); /* groups, then one chunk's output */
     if (d <= 0 || d % 8 || d > ATT_MAX_HEAD || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > ATT_MAX_CHUNKS ||
         (q8 && d % 32) || (kt == KV_Q8_0 && d % 32))
         return fail(e, "attention: %lld heads of %lld (a multiple of 8 up to %d) over %lld KV heads, %lld chunks of %lld "
