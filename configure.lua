@@ -72,6 +72,11 @@ for _, d in ipairs({ "/usr/share/re2c/stdlib", "/usr/local/share/re2c/stdlib" })
   if run("test -f " .. d .. "/unicode_categories.re && echo y") then re2c_stdlib = d end
 end
 if not re2c_stdlib then die("re2c's unicode_categories.re not found: apt-get install re2c") end
+-- the server's HTTP and JSON libraries (Debian's)
+local server_cflags = require_tool("libmicrohttpd and cJSON", "pkg-config --cflags libmicrohttpd libcjson",
+                                   "libmicrohttpd-dev libcjson-dev")
+local server_libs = require_tool("libmicrohttpd and cJSON", "pkg-config --libs libmicrohttpd libcjson",
+                                 "libmicrohttpd-dev libcjson-dev")
 local crit_cflags = require_tool("Criterion", "pkg-config --cflags criterion", "libcriterion-dev")
 local crit_libs = require_tool("Criterion", "pkg-config --libs criterion", "libcriterion-dev")
 local cc = os.getenv("CC") or "gcc"
@@ -96,7 +101,8 @@ local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "
                   "tokenizer/tokenizer", "tokenizer/chat_template",
                   "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_pool", "cpu/cpu_qdot", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
-                  "cli/cmd_perplexity", "cli/session", "cli/die" }
+                  "cli/cmd_perplexity", "cli/cmd_serve", "cli/session", "cli/die",
+                  "server/server", "server/api", "server/slots" }
 local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "matmul", "attention" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
@@ -153,7 +159,8 @@ edge(("build %s/obj/runtime/tokenizer/pretokenize.c: re2c_utf8 %s/runtime/tokeni
 edge(("build %s/obj/runtime/tokenizer/pretokenize.o: cc %s/obj/runtime/tokenizer/pretokenize.c"):format(B, B))
 for _, f in ipairs(runtime) do
   local o = B .. "/obj/runtime/" .. f .. ".o"
-  edge(("build %s: cc %s/runtime/%s.c"):format(o, S, f))
+  edge(("build %s: cc %s/runtime/%s.c"):format(o, S, f) ..
+       (f:match("^server/") and ("\n  extra_cflags = " .. server_cflags) or ""))
   table.insert(lib_objs, o)
 end
 if nvcc then
@@ -212,7 +219,8 @@ for _, a in ipairs(archs) do
 end
 generic_objs = registry("registry", archs, generic_objs)
 local generic = table.concat(generic_objs, " ")
-edge(("build %s/minfer: link %s/obj/runtime/cli/main.o %s %s/libminfer.a"):format(B, B, generic, B))
+edge(("build %s/minfer: link %s/obj/runtime/cli/main.o %s %s/libminfer.a\n  extra_libs = %s"):format(B, B, generic, B,
+  server_libs))
 edge(("build %s/demo.gguf: synth | %s/minfer"):format(B, B))
 edge(("build %s/obj/tools/quant_rmse.o: cc %s/tools/quant_rmse.c"):format(B, S))
 edge(("build %s/quant-rmse: link %s/obj/tools/quant_rmse.o %s/libminfer.a"):format(B, B, B))
@@ -268,7 +276,8 @@ for _, m in ipairs(models) do
   local what = m:match("%.gguf$") and (run("realpath '" .. m .. "'") or die("cannot find " .. m)) or m
   local objs = gen_arch(nil, prefix, what)
   objs = registry("registry_" .. prefix, { prefix }, objs)
-  edge(("build %s/minfer-%s: link %s/obj/runtime/cli/main.o %s %s/libminfer.a"):format(B, name, B, table.concat(objs, " "), B))
+  edge(("build %s/minfer-%s: link %s/obj/runtime/cli/main.o %s %s/libminfer.a\n  extra_libs = %s"):format(B, name, B,
+    table.concat(objs, " "), B, server_libs))
   table.insert(defaults, B .. "/minfer-" .. name)
 end
 

@@ -11,6 +11,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "minfer: <message>" on stderr and returns 1, for `return die(...)`. */
 int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -15,6 +15,7 @@ static const struct {
     { "chat", cmd_chat, "chat -m FILE [--system TEXT]", "talk, one message per input line" },
     { "bench", cmd_bench, "bench -m FILE [-p 512 -n 128]", "prompt and generation speed" },
     { "perplexity", cmd_perplexity, "perplexity -m FILE -f TEXT", "llama.cpp's perplexity over a text" },
+    { "serve", cmd_serve, "serve -m FILE [--port 8080]", "an OpenAI-compatible HTTP server (see --help)" },
     { "tokenize", cmd_tokenize, "tokenize -m FILE -p TEXT [--ids]", "the tokens of a text" },
     { "info", cmd_info, "info FILE [--json]", "describe a GGUF file" },
     { "quantize", cmd_quantize, "quantize IN OUT --type T", "requantize a GGUF (types and mixes: see --help)" },

@@ -39,7 +39,7 @@ static int number(const char *cmd, const char *flag, const char *v, double lo, d
 }
 
 /* The flags that take a number: where each goes, its range, who takes it. */
-enum flag_use { ALL, BENCH, NOT_BENCH, PERPLEXITY };
+enum flag_use { ALL, BENCH, NOT_BENCH, PERPLEXITY, SERVE, RUN_CHAT };
 
 struct number_flag {
     const char *name, *alias;
@@ -53,11 +53,13 @@ static const struct number_flag number_flags[] = {
     { "-t", "--threads", 1, 64, ALL, false },         { "-n", NULL, -1, 1 << 24, ALL, false },
     { "-p", NULL, 0, 1 << 20, BENCH, false },         { "-r", NULL, 1, 1000, BENCH, false },
     { "-d", "--depth", 0, 1 << 22, BENCH, false },
-    { "--keep", NULL, 0, 1 << 22, NOT_BENCH, false }, { "--temp", NULL, 0, 100, NOT_BENCH, true },
+    { "--keep", NULL, 0, 1 << 22, RUN_CHAT, false }, { "--temp", NULL, 0, 100, NOT_BENCH, true },
     { "--top-k", NULL, 0, 1 << 24, NOT_BENCH, false }, { "--top-p", NULL, 0, 1, NOT_BENCH, true },
     { "--min-p", NULL, 0, 1, NOT_BENCH, true },      { "--repeat-penalty", NULL, 0.01, 100, NOT_BENCH, true },
     { "--repeat-last-n", NULL, 0, 1 << 16, NOT_BENCH, false }, { "--seed", NULL, 0, 1e18, NOT_BENCH, false },
     { "--chunks", NULL, 1, 1 << 24, PERPLEXITY, false },
+    { "--port", NULL, 0, 65535, SERVE, false },       { "--parallel", "-np", 1, 64, SERVE, false },
+    { "--queue", NULL, 0, 4096, SERVE, false },
 };
 
 static void set_number(struct session_options *o, const char *name, double x, bool bench)
@@ -96,25 +98,36 @@ static void set_number(struct session_options *o, const char *name, double x, bo
         o->sampling.seed = (uint64_t)x;
     else if (strcmp(name, "--chunks") == 0)
         o->n_chunks = (int64_t)x;
+    else if (strcmp(name, "--port") == 0)
+        o->port = (int)x;
+    else if (strcmp(name, "--parallel") == 0)
+        o->parallel = (int)x;
+    else if (strcmp(name, "--queue") == 0)
+        o->queue = (int)x;
 }
 
 /* A flag with a text value: 0 when taken, -1 after saying what is wrong,
  * 1 when a is not one of them. */
 static int text_flag(const char *cmd, const char *a, const char *v, struct session_options *o)
 {
-    bool bench = strcmp(cmd, "bench") == 0, chat = strcmp(cmd, "chat") == 0;
+    bool bench = strcmp(cmd, "bench") == 0, serve = strcmp(cmd, "serve") == 0;
+    bool chat = strcmp(cmd, "chat") == 0 || serve;
     const char **to = NULL, *what = "text";
     if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0)
         to = &o->model, what = "a file";
-    else if ((strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) && !bench)
+    else if ((strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) && !bench && !serve)
         to = &o->prompt;
-    else if ((strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) && !bench)
+    else if ((strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) && !bench && !serve)
         to = &o->prompt_file, what = "a file";
-    else if (strcmp(a, "--system") == 0 && chat)
+    else if (strcmp(a, "--host") == 0 && serve)
+        to = &o->host, what = "an IPv4 address";
+    else if (strcmp(a, "--api-key") == 0 && serve)
+        to = &o->api_key, what = "a key";
+    else if (strcmp(a, "--system") == 0 && strcmp(cmd, "chat") == 0)
         to = &o->system;
     else if (strcmp(a, "--chat-template") == 0 && chat)
         to = &o->chat_template, what = "chatml or llama3";
-    else if (strcmp(a, "--logits-out") == 0 && !bench)
+    else if (strcmp(a, "--logits-out") == 0 && !bench && !serve)
         to = &o->logits_out, what = "a file";
     else if (strcmp(a, "--device") == 0)
         to = &o->engine.device, what = "cpu, cpu-fast, cuda or auto";
@@ -139,7 +152,8 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
     o->bench_tg = 128;
     o->bench_reps = 5;
     o->n_chunks = -1;
-    bool bench = strcmp(cmd, "bench") == 0, ppl = strcmp(cmd, "perplexity") == 0;
+    o->host = "127.0.0.1", o->port = 8080, o->parallel = 1, o->queue = 16;
+    bool bench = strcmp(cmd, "bench") == 0, ppl = strcmp(cmd, "perplexity") == 0, serve = strcmp(cmd, "serve") == 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = text_flag(cmd, a, v, o);
@@ -154,7 +168,8 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
             const struct number_flag *c = &number_flags[k];
             bool named = strcmp(a, c->name) == 0 || (c->alias && strcmp(a, c->alias) == 0);
             bool taken = c->use == ALL || (c->use == BENCH && bench) || (c->use == NOT_BENCH && !bench && !ppl) ||
-                         (c->use == PERPLEXITY && ppl);
+                         (c->use == PERPLEXITY && ppl) || (c->use == SERVE && serve) ||
+                         (c->use == RUN_CHAT && !bench && !ppl && !serve);
             if (named && taken)
                 f = c;
         }
@@ -170,7 +185,7 @@ int session_parse(const char *cmd, int argc, char **argv, struct session_options
             if (!v || kv_type_from_name(v, &o->engine.kv_type))
                 return die("%s: --cache-type wants f32, f16 or q8_0, got '%s'", cmd, v ? v : "nothing");
             i++;
-        } else if (strcmp(a, "--context-shift") == 0 && !bench && !ppl) {
+        } else if (strcmp(a, "--context-shift") == 0 && !bench && !ppl && !serve) {
             o->context_shift = true;
         } else if (strcmp(a, "--no-graphs") == 0) {
             o->engine.no_graphs = true;
@@ -267,10 +282,7 @@ int session_open(struct session *s, const struct session_options *o, struct erro
         fprintf(stderr, "%s: context %lld (the model's %lld would need a KV cache over a quarter of this machine's "
                         "memory; -c sets it)\n", o->command, (long long)s->engine.cfg.n_ctx,
                 (long long)s->engine.n_ctx_train);
-    s->stop[0] = s->tok.eos;
-    s->stop[1] = tokenizer_find(&s->tok, "<|im_end|>", 10);
-    s->stop[2] = tokenizer_find(&s->tok, "<|endoftext|>", 13);
-    s->stop[3] = tokenizer_find(&s->tok, "<|eot_id|>", 10);
+    tokenizer_end_ids(&s->tok, s->stop);
     return 0;
 }
 

@@ -26,6 +26,8 @@ struct session_options {
     int64_t bench_pp, bench_tg, bench_reps;
     int64_t bench_depth; /* bench -d: tokens in the cache before each measurement */
     int64_t n_chunks;        /* perplexity --chunks: at most this many windows (-1: all) */
+    const char *host, *api_key; /* serve --host (default 127.0.0.1), --api-key */
+    int port, parallel, queue;  /* serve --port (8080; 0: any free one), --parallel (1), --queue (16) */
 };
 
 /* Parses argv; `allowed` lists the flags a command takes besides the common

@@ -29,6 +29,14 @@ static uint64_t hash_u64(uint64_t x)
     return x;
 }
 
+void tokenizer_end_ids(const struct tokenizer *t, int32_t out[4])
+{
+    out[0] = t->eos;
+    out[1] = tokenizer_find(t, "<|im_end|>", 10);
+    out[2] = tokenizer_find(t, "<|endoftext|>", 13);
+    out[3] = tokenizer_find(t, "<|eot_id|>", 10);
+}
+
 int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n)
 {
     for (uint64_t h = hash_bytes(s, n) & t->index_mask;; h = (h + 1) & t->index_mask) {

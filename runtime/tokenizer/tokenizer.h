@@ -51,6 +51,10 @@ int tokenizer_push_bos(const struct tokenizer *t, int32_t **out, size_t *n_out, 
 /* The token id of an exact token string, or -1. */
 int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n);
 
+/* The tokens that end a reply: eos, <|im_end|>, <|endoftext|>, <|eot_id|>
+ * (-1 where the vocabulary lacks one). */
+void tokenizer_end_ids(const struct tokenizer *t, int32_t out[4]);
+
 /* The bytes token id stands for, into buf (up to cap); returns the length
  * (which may exceed cap: then only cap bytes were written). */
 size_t tokenizer_piece(const struct tokenizer *t, int32_t id, char *buf, size_t cap);
