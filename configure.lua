@@ -109,7 +109,7 @@ local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
                 "test_quant_reference", "test_recipe", "test_cli", "test_compiler",
                 "test_graph_plan", "test_fixtures", "test_tokenizer",
-                "test_cpu_ops", "test_chat_template", "test_weight_layout" }
+                "test_cpu_ops", "test_chat_template", "test_weight_layout", "test_server" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf/gguf_read.c", "runtime/error.c",
                        "runtime/quant/tensor_type.c", "runtime/tokenizer/tokenizer.c" }
 
