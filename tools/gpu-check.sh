@@ -29,10 +29,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--build-only" ]; then
+    # the server's libraries travel with the binaries (carry build/lib too):
+    # the GPU machine has no libmicrohttpd or cJSON
     lua5.4 configure.lua --builddir=build && ninja -C build &&
-        python3 -m pip download -q --no-deps -d .whl gguf
+        python3 -m pip download -q --no-deps -d .whl gguf && mkdir -p build/lib &&
+        cp -L $(ldd build/minfer | awk '/microhttpd|cjson/ {print $3}') build/lib/
     exit
 fi
+[ -d build/lib ] && export LD_LIBRARY_PATH=$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if ! python3 -c 'import gguf' 2>/dev/null && compgen -G '.whl/*.whl' >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu-check-site .whl/*.whl &&
         export PYTHONPATH=/tmp/gpu-check-site${PYTHONPATH:+:$PYTHONPATH}

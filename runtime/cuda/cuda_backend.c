@@ -1,9 +1,11 @@
 /* cuda_backend.c: the GPU as a backend (see backend.h). Per engine: its own
- * non-blocking stream, the activation arena, the KV cache and the model's
- * weights in device memory (uploaded once, at init, after checking they
- * fit), and the decode graph captured as a CUDA graph after two warm-up
- * runs and replayed every step. Only the device layer (device.cu) calls the
+ * non-blocking stream, the activation arena, the KV cache and the decode
+ * graph captured as a CUDA graph after two warm-up runs and replayed every
+ * step. Per model: its weights in device memory, uploaded by the first
+ * engine over it (after checking they fit) and shared by the others (a
+ * server's slots), freed with the last. Only the device layer (device.cu) calls the
  * CUDA runtime; this file walks graphs and calls kernel launchers. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,8 @@ struct cuda_state {
     uint8_t *kv_k, *kv_v;
     size_t kv_layer_bytes;
     int64_t n_ctx, n_head_kv, head_dim, chunk;
-    void **dev;           /* the device copy of each model weight (m->w order); 1-D ones as f32 */
+    struct device_weights *weights; /* the model's, shared with the other engines over it */
+    void **dev;           /* weights->dev: the device copy of each model weight (m->w order); 1-D ones as f32 */
     const struct cuda_kernel *special; /* a per-model build's decode matmuls, or NULL */
     /* Q8_1 activations outside the arena: [0] a matmul's input quantized when
      * its producer gave f32; [1] written by a producer (attention, the
@@ -118,6 +121,57 @@ static bool cuda_supports(const struct graph *g, int i, struct error *e)
     return true;
 }
 
+/* ---- the device weights, one copy per model ---- */
+
+struct device_weights {
+    const struct model *m;
+    void **dev;
+    int engines;          /* engines using it; freed at 0 */
+    struct device_weights *next;
+};
+
+static struct device_weights *registry; /* every model with engines on the device */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The registered weights of m, with one more engine counted; NULL if none. */
+static struct device_weights *weights_find(const struct model *m)
+{
+    for (struct device_weights *w = registry; w; w = w->next)
+        if (w->m == m) {
+            w->engines++;
+            return w;
+        }
+    return NULL;
+}
+
+static void weights_release(struct device_weights *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    if (--w->engines == 0) {
+        for (struct device_weights **p = &registry; *p; p = &(*p)->next)
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+        for (int i = 0; i < w->m->n_w; i++)
+            cuda_free(w->dev[i]);
+        free(w->dev);
+        free(w);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+int cuda_backend_weight_engines(const void *state)
+{
+    const struct cuda_state *s = state;
+    pthread_mutex_lock(&registry_lock);
+    int n = s->weights ? s->weights->engines : 0;
+    pthread_mutex_unlock(&registry_lock);
+    return n;
+}
+
 /* ---- init: memory check, uploads ---- */
 
 static void cuda_free_state(void *state)
@@ -131,10 +185,7 @@ static void cuda_free_state(void *state)
     }
     for (int c = 0; c < CAPTURES; c++)
         cuda_graph_destroy(s->cap[c].exec);
-    if (s->dev)
-        for (int i = 0; i < s->m->n_w; i++)
-            cuda_free(s->dev[i]);
-    free(s->dev);
+    weights_release(s->weights);
     cuda_free(s->arena);
     cuda_free(s->kv_k);
     cuda_free(s->kv_v);
@@ -177,7 +228,7 @@ static int upload_matrix(void *dev, const struct weight *w, struct error *e)
 }
 
 /* Each weight once: matrices in the GPU's layout, vectors (norms, biases) as f32. */
-static int upload_weights(struct cuda_state *s, struct error *e)
+static int upload_weights(struct device_weights *s, struct error *e)
 {
     const struct model *m = s->m;
     size_t total = 0, done = 0;
@@ -234,19 +285,36 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
     /* one ticket per 32 rows of a SwiGLU pair whose Q8_1 product a matmul of row length <= k_max reads */
     size_t tickets = (size_t)(z->k_max / 32 + 1) * sizeof(unsigned);
+    /* the weights: another engine's over this model, or a new copy (under
+     * the lock, so two engines starting at once upload once) */
+    pthread_mutex_lock(&registry_lock);
+    s->weights = weights_find(m);
     size_t weights = 0;
-    for (int i = 0; i < m->n_w; i++)
+    for (int i = 0; i < m->n_w && !s->weights; i++)
         weights += weight_bytes(&m->w[i]);
     size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + tickets;
     size_t free_b = 0, total_b = 0;
     int rc = cuda_device_query(0, &s->info, e) || cuda_mem_info(&free_b, &total_b, e);
     if (!rc && need > free_b)
-        rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f, KV cache %.1f, activations %.1f, "
+        rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f%s, KV cache %.1f, activations %.1f, "
                      "scratch %.1f) and %.1f MiB are free", (double)need / 1048576, (double)weights / 1048576,
-                  (double)kv / 1048576, (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + tickets) / 1048576,
+                  s->weights ? ": shared with another engine" : "", (double)kv / 1048576,
+                  (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + tickets) / 1048576,
                   (double)free_b / 1048576);
-    if (!rc && !(s->dev = calloc((size_t)m->n_w, sizeof *s->dev)))
-        rc = fail(e, "out of memory");
+    if (!rc && !s->weights) {
+        struct device_weights *w = calloc(1, sizeof *w);
+        if (w && !(w->dev = calloc((size_t)m->n_w, sizeof *w->dev)))
+            free(w), w = NULL;
+        rc = w ? 0 : fail(e, "out of memory");
+        if (w) {
+            *w = (struct device_weights){ m, w->dev, 1, registry };
+            registry = s->weights = w;
+            rc = upload_weights(w, e);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (!rc)
+        s->dev = s->weights->dev;
     if (!rc)
         rc = cuda_stream_create(&s->stream, e) || cuda_alloc((void **)&s->arena, z->arena_bytes, "the activation arena", e) ||
              cuda_alloc((void **)&s->kv_k, kv / 2, "the K cache", e) || cuda_alloc((void **)&s->kv_v, kv / 2, "the V cache", e) ||
@@ -256,8 +324,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
-             cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->tickets, 0, tickets, s->stream, e) ||
-             upload_weights(s, e);
+             cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->tickets, 0, tickets, s->stream, e);
     if (rc) {
         cuda_free_state(s);
         *state = NULL;

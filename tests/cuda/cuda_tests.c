@@ -160,6 +160,7 @@ static const struct {
     { "backend_is_bitwise_reproducible", test_backend_is_bitwise_reproducible },
     { "backend_batches_equal_single_steps", test_backend_batches_equal_single_steps },
     { "backend_two_engines_run_concurrently", test_backend_two_engines_run_concurrently },
+    { "backend_engines_share_weights", test_backend_engines_share_weights },
     { "backend_refuses_what_it_cannot_run", test_backend_refuses_what_it_cannot_run },
     { "backend_gives_transformers_greedy_tokens", test_backend_transformers_fixtures },
 };

@@ -31,6 +31,7 @@ void test_backend_matches_the_cpu(void);
 void test_backend_is_bitwise_reproducible(void);
 void test_backend_batches_equal_single_steps(void);
 void test_backend_two_engines_run_concurrently(void);
+void test_backend_engines_share_weights(void);
 void test_backend_refuses_what_it_cannot_run(void);
 void test_backend_transformers_fixtures(void);
 

@@ -227,6 +227,41 @@ void test_backend_two_engines_run_concurrently(void)
     model_close(&m);
 }
 
+/* Engines over one model (a server's slots) share one copy of its device
+ * weights, counted; the last engine to go frees it, and a later engine
+ * uploads it again. */
+void test_backend_engines_share_weights(void)
+{
+    struct model m;
+    struct error e;
+    if (!CHECK(model_open(&m, model_path(1), &e) == 0, "%s", e.msg))
+        return;
+    struct engine a, b, c;
+    size_t bytes = 24 * 400 * 4;
+    float *out_a = malloc(bytes), *out_b = malloc(bytes);
+    if (open_engine(&a, &m, "cuda", 4, true, false)) {
+        if (open_engine(&b, &m, "cuda", 4, true, false)) {
+            CHECK(cuda_backend_weight_engines(a.bs) == 2 && cuda_backend_weight_engines(b.bs) == 2,
+                  "two engines over one model count %d and %d users of their weights", cuda_backend_weight_engines(a.bs),
+                  cuda_backend_weight_engines(b.bs));
+            if (run_sequence(&a, out_a) && run_sequence(&b, out_b))
+                CHECK(memcmp(out_a, out_b, bytes) == 0, "two engines sharing weights gave different bits");
+            engine_free(&b);
+            CHECK(cuda_backend_weight_engines(a.bs) == 1, "after one engine went, %d users",
+                  cuda_backend_weight_engines(a.bs));
+        }
+        engine_free(&a);
+    }
+    if (open_engine(&c, &m, "cuda", 4, true, false)) { /* the weights were freed with the last: uploaded afresh */
+        if (CHECK(cuda_backend_weight_engines(c.bs) == 1, "a new engine counts %d users", cuda_backend_weight_engines(c.bs)) &&
+            run_sequence(&c, out_b))
+            CHECK(memcmp(out_a, out_b, bytes) == 0, "the weights uploaded again gave different bits");
+        engine_free(&c);
+    }
+    free(out_a), free(out_b);
+    model_close(&m);
+}
+
 /* A head size the attention kernel does not take (12: 8 lanes of 1.5) is
  * refused at load, naming the description line and why, before any upload. */
 void test_backend_refuses_what_it_cannot_run(void)
