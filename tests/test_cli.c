@@ -105,6 +105,31 @@ Test(cli, bad_files_and_flags_give_one_line_and_nonzero_exit)
     }
 }
 
+/* serve's bad flags and addresses: one line naming the flag or value, a
+ * non-zero exit, no server left listening. */
+Test(cli, serve_refuses_bad_flags)
+{
+    const char *m = demo_model();
+    struct {
+        const char *args, *expect;
+    } cases[] = {
+        { "--port 70000", "minfer: serve: --port wants a whole number in [0, 65535], got '70000'\n" },
+        { "--parallel 0", "minfer: serve: --parallel wants a whole number in [1, 64], got '0'\n" },
+        { "--queue -1", "minfer: serve: --queue wants a whole number in [0, 4096], got '-1'\n" },
+        { "--api-key", "minfer: serve: --api-key needs a key\n" },
+        { "--context-shift", "minfer: serve: unknown option '--context-shift' (try minfer serve --help)\n" },
+        { "--host example.org --port 0", "minfer: serve: --host example.org is not an IPv4 address\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out;
+        int rc = minfer(&out, "serve -m %s %s 2>&1 >/dev/null | grep -v '^serve: '", m, cases[i].args);
+        (void)rc; /* the pipe's status is grep's: the exit is checked below */
+        cr_assert_str_eq(out, cases[i].expect, "'%s'", cases[i].args);
+        free(out);
+        cr_assert_neq(minfer(NULL, "serve -m %s %s >/dev/null 2>&1", m, cases[i].args), 0, "'%s' exited 0", cases[i].args);
+    }
+}
+
 /* MINFER_CPU_UNIT picks the fast path's vector unit for measurements; a
  * unit the processor lacks, or no unit at all, is an error, not a guess. */
 Test(cli, an_unknown_cpu_unit_is_an_error)

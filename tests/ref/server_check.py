@@ -217,6 +217,9 @@ def case_errors():
     expect_error(p, "GET", "/v1/nowhere", None, 404, None, "no endpoint")
     expect_error(p, "GET", chat, None, 405, None, "takes POST")
     expect_error(p, "POST", "/v1/models", b"{}", 405, None, "takes GET")
+    expect_error(p, "POST", chat, b"[" * 200000 + b"]" * 200000, 400, None, "not valid JSON")  # nesting past cJSON's limit
+    status, j = raw(p, "POST", "/v1/completions", b'{"prompt": "\xff\xfe bytes \xc3", "max_tokens": 2}')
+    check(status in (200, 400), "a prompt that is not UTF-8: %d %r" % (status, j))
     status, j = raw(p, "POST", chat, ok)  # still serving after all of that
     check(status == 200 and j["choices"][0]["message"]["role"] == "assistant", "after the errors: %d %r" % (status, j))
     print("  200 after the malformed requests")
