@@ -308,17 +308,7 @@ void session_close(struct session *s)
 
 static int remember(struct session *s, const int32_t *ids, size_t n, struct error *e)
 {
-    if (s->n_history + n > s->cap_history) {
-        size_t cap = (s->n_history + n) * 2;
-        int32_t *p = realloc(s->history, cap * sizeof *p);
-        if (!p)
-            return fail(e, "out of memory");
-        s->history = p;
-        s->cap_history = cap;
-    }
-    memcpy(s->history + s->n_history, ids, n * sizeof *ids);
-    s->n_history += n;
-    return 0;
+    return tokens_append(&s->history, &s->n_history, &s->cap_history, ids, n, e);
 }
 
 /* On overflow with --context-shift: keep the first n_keep tokens and the

@@ -196,6 +196,8 @@ static enum MHD_Result generate(struct server *srv, struct MHD_Connection *c, co
     const char *what = chat ? "messages" : "prompt";
     if (tokenize(srv, req.prompt, &ids, &n, &e))
         api_fail(&err, 400, "invalid_request_error", what, NULL, "%s", e.msg);
+    else if (n == 0)
+        api_fail(&err, 400, "invalid_request_error", what, NULL, "the prompt has no tokens");
     else if ((int64_t)n >= n_ctx)
         api_fail(&err, 400, "invalid_request_error", what, "context_length_exceeded",
                  "the prompt is %zu tokens and the context holds %lld (the server's -c)", n, (long long)n_ctx);

@@ -85,16 +85,7 @@ void slot_release(struct slot_pool *p, struct slot *s)
 
 static int remember(struct slot *s, const int32_t *ids, size_t n, struct error *e)
 {
-    if (s->n_history + n > s->cap_history) {
-        size_t cap = (s->n_history + n) * 2;
-        int32_t *h = realloc(s->history, cap * sizeof *h);
-        if (!h)
-            return fail(e, "out of memory");
-        s->history = h, s->cap_history = cap;
-    }
-    memcpy(s->history + s->n_history, ids, n * sizeof *ids);
-    s->n_history += n;
-    return 0;
+    return tokens_append(&s->history, &s->n_history, &s->cap_history, ids, n, e);
 }
 
 int generation_start(struct generation *g, struct slot *s, const struct tokenizer *tok, const int32_t *tokens, size_t n,

@@ -227,18 +227,24 @@ void tokenizer_free(struct tokenizer *t)
     memset(t, 0, sizeof *t);
 }
 
-static int push(int32_t id, int32_t **out, size_t *n, size_t *cap, struct error *e)
+int tokens_append(int32_t **out, size_t *n, size_t *cap, const int32_t *ids, size_t k, struct error *e)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
+    if (*n + k > *cap) {
+        size_t c = 2 * (*n + k) > 64 ? 2 * (*n + k) : 64;
         int32_t *p = realloc(*out, c * sizeof *p);
         if (!p)
             return fail(e, "out of memory for %zu tokens", c);
         *out = p;
         *cap = c;
     }
-    (*out)[(*n)++] = id;
+    memcpy(*out + *n, ids, k * sizeof *ids);
+    *n += k;
     return 0;
+}
+
+static int push(int32_t id, int32_t **out, size_t *n, size_t *cap, struct error *e)
+{
+    return tokens_append(out, n, cap, &id, 1, e);
 }
 
 int tokenizer_push_bos(const struct tokenizer *t, int32_t **out, size_t *n_out, size_t *cap, struct error *e)

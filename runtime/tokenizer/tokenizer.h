@@ -48,6 +48,9 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool
 /* Appends the BOS token to *out as tokenizer_encode appends ids. */
 int tokenizer_push_bos(const struct tokenizer *t, int32_t **out, size_t *n_out, size_t *cap, struct error *e);
 
+/* Appends k ids to the growing array *out (*n used of *cap). */
+int tokens_append(int32_t **out, size_t *n, size_t *cap, const int32_t *ids, size_t k, struct error *e);
+
 /* The token id of an exact token string, or -1. */
 int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n);
 
