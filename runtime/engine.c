@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sampler.h"
 
 /* The KV cache's geometry comes from the graph: the KV_STORE nodes' k, and
  * the query heads of the ATTENTION nodes reading them. */
@@ -260,6 +261,17 @@ int engine_argmax(struct engine *en, int32_t *out, struct error *e)
         return fail(e, "argmax before any token was evaluated");
     const struct graph *g = &en->graphs[en->last].g;
     return en->be->read_argmax(en->bs, g, g->result, out, e);
+}
+
+int engine_sample(struct engine *en, struct sampler *smp, int32_t *out, struct error *e)
+{
+    if (sampler_is_greedy(smp)) /* the backend finds it where the logits are */
+        return engine_argmax(en, out, e);
+    const float *logits = engine_logits(en, e);
+    if (!logits)
+        return -1;
+    *out = sampler_sample(smp, logits);
+    return 0;
 }
 
 void engine_truncate(struct engine *en, int64_t n_past)

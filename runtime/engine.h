@@ -72,6 +72,11 @@ const float *engine_logits(struct engine *en, struct error *e);
  * backend where they were computed. */
 int engine_argmax(struct engine *en, int32_t *out, struct error *e);
 
+struct sampler;
+/* The next token by smp's rule from the last logits: a greedy choice is
+ * the backend's argmax (no logits copied), else smp samples them. */
+int engine_sample(struct engine *en, struct sampler *smp, int32_t *out, struct error *e);
+
 /* Forgets positions from n_past on (0 starts over). */
 void engine_truncate(struct engine *en, int64_t n_past);
 

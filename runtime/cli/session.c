@@ -376,16 +376,7 @@ int session_generate(struct session *s, const struct session_options *o, int64_t
     *n_out = 0;
     for (int64_t i = 0; n < 0 || i < n; i++) {
         int32_t id;
-        if (sampler_is_greedy(&s->sampler)) { /* the backend finds it where the logits are */
-            if (engine_argmax(&s->engine, &id, e))
-                return -1;
-        } else {
-            const float *logits = engine_logits(&s->engine, e);
-            if (!logits)
-                return -1;
-            id = sampler_sample(&s->sampler, logits);
-        }
-        if (append(s, o, &id, 1, e))
+        if (engine_sample(&s->engine, &s->sampler, &id, e) || append(s, o, &id, 1, e))
             return -1;
         ++*n_out;
         if (is_stop(s, id))

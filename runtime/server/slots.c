@@ -172,15 +172,8 @@ int generation_step(struct generation *g, struct error *e)
         return 0;
     }
     int32_t id;
-    if (sampler_is_greedy(&g->sampler)) {
-        if (engine_argmax(&s->engine, &id, e))
-            return -1;
-    } else {
-        const float *logits = engine_logits(&s->engine, e);
-        if (!logits)
-            return -1;
-        id = sampler_sample(&g->sampler, logits);
-    }
+    if (engine_sample(&s->engine, &g->sampler, &id, e))
+        return -1;
     g->n_made++;
     for (int k = 0; k < 4; k++)
         if (id >= 0 && id == g->stop_ids[k]) {
