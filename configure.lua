@@ -98,7 +98,7 @@ local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "
                   "gguf/gguf_read", "gguf/gguf_write",
                   "quant/tensor_type", "quant/quant", "quant/quant_legacy", "quant/quant_k_decode", "quant/quant_k_encode",
                   "quant/quant_dot", "quant/quantize_recipe", "cuda/weight_layout",
-                  "tokenizer/tokenizer", "tokenizer/chat_template",
+                  "tokenizer/tokenizer", "tokenizer/spm", "tokenizer/chat_template",
                   "cpu/cpu_backend", "cpu/cpu_exec", "cpu/cpu_pool", "cpu/cpu_qdot", "cpu/cpu_ops", "cpu/cpu_matmul", "cpu/cpu_attention",
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
                   "cli/cmd_perplexity", "cli/cmd_serve", "cli/session", "cli/die",
@@ -111,7 +111,7 @@ local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "tes
                 "test_graph_plan", "test_fixtures", "test_tokenizer",
                 "test_cpu_ops", "test_chat_template", "test_weight_layout", "test_server" }
 local fuzz_sources = { "tests/fuzz/fuzz_gguf.c", "runtime/gguf/gguf_read.c", "runtime/error.c",
-                       "runtime/quant/tensor_type.c", "runtime/tokenizer/tokenizer.c" }
+                       "runtime/quant/tensor_type.c", "runtime/tokenizer/tokenizer.c", "runtime/tokenizer/spm.c" }
 
 -- -Wno-format-truncation: error messages are bounded single lines by design.
 local cflags = { "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wpointer-arith", "-Wno-format-truncation",
@@ -257,9 +257,11 @@ edge(("build %s/minfer-tests: link %s %s %s %s/libminfer.a\n  extra_libs = $crit
   B, table.concat(test_objs, " "), table.concat(unfused_objs, " "), generic, B))
 -- The real-model suite is its own binary: it needs the model (tools/fetch-model.sh)
 -- and a release build's speed, so tools/test.sh runs it on the release build.
-edge(("build %s/obj/tests/test_real_model.o: cc %s/tests/test_real_model.c\n  extra_cflags = $criterion_cflags -I$src/tests/support"):format(B, S))
-edge(("build %s/minfer-model-tests: link %s/obj/tests/test_real_model.o %s/obj/tests/support.o %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
-  B, B, B, generic, B))
+for _, f in ipairs({ "test_real_model", "test_real_gemma" }) do
+  edge(("build %s/obj/tests/%s.o: cc %s/tests/%s.c\n  extra_cflags = $criterion_cflags -I$src/tests/support"):format(B, f, S, f))
+end
+edge(("build %s/minfer-model-tests: link %s/obj/tests/test_real_model.o %s/obj/tests/test_real_gemma.o %s/obj/tests/support.o %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
+  B, B, B, B, generic, B))
 edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/minfer-compile %s/minfer-qwen2.5-0.5b"):format(
   B, B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/minfer-model-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",

@@ -181,6 +181,92 @@ static void refused(const char *model, const char *pre, const char *expect)
 
 Test(tokenizer, a_vocabulary_it_cannot_read_is_refused_not_guessed)
 {
-    refused("llama", "default", "tokenizer model 'llama' is not supported (minfer reads byte-level BPE, 'gpt2')");
+    refused("t5", "default", "tokenizer model 't5' is not supported (minfer reads byte-level BPE, 'gpt2', and "
+                             "SentencePiece, 'llama')");
     refused("gpt2", "deepseek-llm", "pre-tokenizer 'deepseek-llm' is not supported (minfer has qwen2 and llama-bpe)");
+}
+
+/* ---- SentencePiece ("llama") on a vocabulary made here, Llama 2's way:
+ * a space before the text and after a special token, merges by score,
+ * byte-fallback tokens. (Gemma's real vocabulary is checked against
+ * llama.cpp in test_real_gemma.c.) ---- */
+
+enum { SPM_UNK, SPM_BOS, SPM_EOS, SPM_BYTE0, SPM_SPACE = SPM_BYTE0 + 256, SPM_A, SPM_B, SPM_SPACE_A, SPM_AB,
+       SPM_SPACE_AB, SPM_CTL, SPM_N };
+
+static void spm_vocab(struct buf *b, bool space_prefix)
+{
+    static char bytes[256][8];
+    const char *text[SPM_N] = { "<unk>", "<s>", "</s>" };
+    float score[SPM_N] = { 0 };
+    int32_t type[SPM_N] = { 2, 3, 3 };
+    for (int i = 0; i < 256; i++) {
+        snprintf(bytes[i], sizeof bytes[i], "<0x%02X>", i);
+        text[SPM_BYTE0 + i] = bytes[i], type[SPM_BYTE0 + i] = 6;
+    }
+    const struct { int id; const char *text; float score; } rest[] = {
+        { SPM_SPACE, "\xe2\x96\x81", -10 }, { SPM_A, "a", -10 }, { SPM_B, "b", -10 },
+        { SPM_SPACE_A, "\xe2\x96\x81" "a", -1 }, { SPM_AB, "ab", -2 }, { SPM_SPACE_AB, "\xe2\x96\x81" "ab", -0.5f },
+        { SPM_CTL, "<ctl>", 0 } };
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+        text[rest[i].id] = rest[i].text, score[rest[i].id] = rest[i].score, type[rest[i].id] = rest[i].id == SPM_CTL ? 3 : 1;
+    buf_u32(b, GGUF_MAGIC), buf_u32(b, 3), buf_u64(b, 0), buf_u64(b, 7);
+    buf_str(b, "tokenizer.ggml.model"), buf_u32(b, GGUF_STRING), buf_str(b, "llama");
+    buf_str(b, "tokenizer.ggml.tokens"), buf_u32(b, GGUF_ARRAY), buf_u32(b, GGUF_STRING), buf_u64(b, SPM_N);
+    for (int i = 0; i < SPM_N; i++)
+        buf_str(b, text[i]);
+    buf_str(b, "tokenizer.ggml.scores"), buf_u32(b, GGUF_ARRAY), buf_u32(b, GGUF_FLOAT32), buf_u64(b, SPM_N);
+    buf_put(b, score, sizeof score);
+    buf_str(b, "tokenizer.ggml.token_type"), buf_u32(b, GGUF_ARRAY), buf_u32(b, GGUF_INT32), buf_u64(b, SPM_N);
+    buf_put(b, type, sizeof type);
+    buf_str(b, "tokenizer.ggml.bos_token_id"), buf_u32(b, GGUF_UINT32), buf_u32(b, SPM_BOS);
+    buf_str(b, "tokenizer.ggml.unknown_token_id"), buf_u32(b, GGUF_UINT32), buf_u32(b, SPM_UNK);
+    buf_str(b, "tokenizer.ggml.add_space_prefix"), buf_u32(b, GGUF_BOOL), buf_u8(b, space_prefix);
+}
+
+static void spm_case(bool space_prefix, const char *text, bool special, const int32_t *want, size_t n_want,
+                     const char *decoded)
+{
+    struct buf b = { 0 };
+    spm_vocab(&b, space_prefix);
+    struct gguf g;
+    struct tokenizer t;
+    struct error e;
+    cr_assert_eq(gguf_parse(&g, b.p, b.n, &e), 0, "%s", e.msg);
+    cr_assert_eq(tokenizer_load(&t, &g, &e), 0, "%s", e.msg);
+    cr_assert(t.model == TOKENIZER_SPM && t.add_bos && t.add_space_prefix == space_prefix && t.unk == SPM_UNK);
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    cr_assert_eq(tokenizer_encode(&t, text, strlen(text), special, &ids, &n, &cap, &e), 0, "%s", e.msg);
+    cr_assert_eq(n, n_want, "'%s': %zu ids, want %zu", text, n, n_want);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(ids[i], want[i], "'%s': id %zu is %d, want %d", text, i, ids[i], want[i]);
+    char out[256];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += tokenizer_piece(&t, ids[i], out + len, sizeof out - len);
+    cr_assert(len == strlen(decoded) && memcmp(out, decoded, len) == 0, "'%s' decodes to '%.*s'", text, (int)len, out);
+    free(ids);
+    tokenizer_free(&t);
+    gguf_free(&g);
+    buf_free(&b);
+}
+
+Test(tokenizer, sentencepiece_merges_by_score_with_a_space_prefix_and_byte_fallback)
+{
+    /* "_ab": _a (-1) before ab (-2), then _a + b = _ab (-0.5) */
+    spm_case(true, "ab", true, (int32_t[]){ SPM_SPACE_AB }, 1, " ab");
+    /* no pair of "_ba" is a token */
+    spm_case(true, "ba", true, (int32_t[]){ SPM_SPACE, SPM_B, SPM_A }, 3, " ba");
+    /* a character outside the vocabulary: its UTF-8 bytes */
+    spm_case(true, "a\xc3\xa9", true, (int32_t[]){ SPM_SPACE_A, SPM_BYTE0 + 0xc3, SPM_BYTE0 + 0xa9 }, 3, " a\xc3\xa9");
+    /* a control token when asked, and the space again after it */
+    spm_case(true, "a<ctl>a", true, (int32_t[]){ SPM_SPACE_A, SPM_CTL, SPM_SPACE_A }, 3, " a<ctl> a");
+    /* not asked: its text, as bytes */
+    spm_case(true, "a<ctl>", false,
+             (int32_t[]){ SPM_SPACE_A, SPM_BYTE0 + '<', SPM_BYTE0 + 'c', SPM_BYTE0 + 't', SPM_BYTE0 + 'l', SPM_BYTE0 + '>' }, 6,
+             " a<ctl>");
+    /* without the prefix (Gemma's files say so), and spaces inside the text */
+    spm_case(false, "ab", true, (int32_t[]){ SPM_AB }, 1, "ab");
+    spm_case(false, "b ab", true, (int32_t[]){ SPM_B, SPM_SPACE_AB }, 2, "b ab");
 }

@@ -3,7 +3,8 @@
 #   1. the release build and its Criterion suite (CUDA compiled in when nvcc
 #      exists; GPU tests report skipped without a GPU);
 #   2. the real-model suite on the release build: Qwen2.5-Coder-0.5B against
-#      llama.cpp's recorded answers (tools/fetch-model.sh downloads it once);
+#      llama.cpp's recorded answers, and Gemma 3's tokenizer against llama.cpp's
+#      ids (tools/fetch-model.sh downloads each model once);
 #   3. an ASan+UBSan build of the Criterion suite;
 #   4. the GGUF reader's libFuzzer target for 60 seconds under ASan+UBSan.
 # Ends with one line: "N passed, N failed".
@@ -45,13 +46,13 @@ suite() { # name, configure options...
 }
 
 dir=build suite release --builddir=build
-echo "== real model (llama.cpp agreement; downloads the model once)"
-if model=$(tools/fetch-model.sh); then
-    MINFER_BIN=./minfer MINFER_SRC=.. MINFER_MODEL=$PWD/$model \
+echo "== real models (llama.cpp agreement; downloads the models once)"
+if model=$(tools/fetch-model.sh) && gemma=$(tools/fetch-model.sh gemma3-270m); then
+    MINFER_BIN=./minfer MINFER_SRC=.. MINFER_MODEL=$PWD/$model MINFER_GEMMA=$PWD/$gemma \
         bash -c 'cd build && ./minfer-model-tests --verbose' 2>&1 | tee "$log/model.out"
     count_criterion "$log/model.out"
 else
-    echo "test.sh: the model could not be fetched"; failed=$((failed + 1))
+    echo "test.sh: the models could not be fetched"; failed=$((failed + 1))
 fi
 
 dir=build-asan suite sanitized --builddir=build-asan --no-cuda --debug --sanitize=address,undefined

@@ -1,11 +1,13 @@
 /* tokenizer.c: byte-level BPE (see tokenizer.h). */
 #include "tokenizer/tokenizer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenize.h"
+#include "tokenizer/spm.h"
 
 struct merge_entry {
     uint64_t key;   /* left << 32 | right, + 1 so 0 marks an empty slot */
@@ -168,6 +170,35 @@ static int load_special(struct tokenizer *t, struct error *e)
     return 0;
 }
 
+/* SPM: each token's score, the merge priority */
+static int load_scores(struct tokenizer *t, const struct gguf *g, struct error *e)
+{
+    const struct gguf_kv *kv = gguf_find(g, "tokenizer.ggml.scores");
+    if (!kv || kv->value.type != GGUF_ARRAY || kv->value.a.type != GGUF_FLOAT32 || kv->value.a.n != (uint64_t)t->n_vocab)
+        return fail(e, "metadata 'tokenizer.ggml.scores' must be %d float32 values", t->n_vocab);
+    if (!(t->scores = malloc((size_t)t->n_vocab * sizeof *t->scores)))
+        return fail(e, "out of memory");
+    struct gguf_arr_iter it;
+    struct gguf_value v;
+    gguf_arr_begin(&it, &kv->value.a);
+    for (int32_t id = 0; gguf_arr_next(&it, &v); id++)
+        t->scores[id] = (float)v.f;
+    return 0;
+}
+
+/* The token of each byte: BPE's byte alphabet (every byte must have one),
+ * or SPM's <0xXX> byte-fallback tokens (-1 where the vocabulary has none). */
+static int load_bytes(struct tokenizer *t, struct error *e)
+{
+    for (int b = 0; b < 256; b++) {
+        char ch[8];
+        int n = t->model == TOKENIZER_SPM ? snprintf(ch, sizeof ch, "<0x%02X>", b) : byte_level_utf8(byte_level_char(b), ch);
+        if ((t->byte_id[b] = tokenizer_find(t, ch, (size_t)n)) < 0 && t->model == TOKENIZER_BPE)
+            return fail(e, "the vocabulary has no token for byte 0x%02x", b);
+    }
+    return 0;
+}
+
 static int32_t optional_id(const struct gguf *g, const char *key, int32_t n_vocab)
 {
     const struct gguf_kv *kv = gguf_find(g, key);
@@ -176,19 +207,29 @@ static int32_t optional_id(const struct gguf *g, const char *key, int32_t n_voca
     return (int32_t)kv->value.u;
 }
 
+static bool optional_bool(const struct gguf *g, const char *key, bool otherwise)
+{
+    const struct gguf_kv *kv = gguf_find(g, key);
+    return kv && kv->value.type == GGUF_BOOL ? kv->value.u != 0 : otherwise;
+}
+
 int tokenizer_load(struct tokenizer *t, const struct gguf *g, struct error *e)
 {
     memset(t, 0, sizeof *t);
     struct gguf_str model;
     if (gguf_get_str(g, "tokenizer.ggml.model", &model, e))
         return -1;
-    if (!gguf_str_eq(model, "gpt2"))
-        return fail(e, "tokenizer model '%.*s' is not supported (minfer reads byte-level BPE, 'gpt2')", (int)model.n,
-                    model.p);
+    if (gguf_str_eq(model, "llama"))
+        t->model = TOKENIZER_SPM;
+    else if (!gguf_str_eq(model, "gpt2"))
+        return fail(e, "tokenizer model '%.*s' is not supported (minfer reads byte-level BPE, 'gpt2', and "
+                       "SentencePiece, 'llama')", (int)model.n, model.p);
     struct gguf_str pre;
-    if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, e))
+    if (t->model == TOKENIZER_SPM)
+        ; /* SentencePiece splits nothing before merging */
+    else if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, e))
         return -1;
-    if (gguf_str_eq(pre, "qwen2"))
+    else if (gguf_str_eq(pre, "qwen2"))
         t->pre = PRE_QWEN2;
     else if (gguf_str_eq(pre, "llama-bpe"))
         t->pre = PRE_LLAMA3;
@@ -197,22 +238,21 @@ int tokenizer_load(struct tokenizer *t, const struct gguf *g, struct error *e)
     const struct gguf_kv *tokens = gguf_find(g, "tokenizer.ggml.tokens");
     if (!tokens)
         return fail(e, "metadata 'tokenizer.ggml.tokens' is missing");
-    int rc = load_tokens(t, tokens, e) || load_types(t, g, e) || load_merges(t, g, e) || load_special(t, e);
-    for (int b = 0; b < 256 && !rc; b++) {
-        char ch[2];
-        int n = byte_level_utf8(byte_level_char(b), ch);
-        if ((t->byte_id[b] = tokenizer_find(t, ch, (size_t)n)) < 0)
-            rc = fail(e, "the vocabulary has no token for byte 0x%02x", b);
-    }
+    int rc = load_tokens(t, tokens, e) || load_types(t, g, e) ||
+             (t->model == TOKENIZER_SPM ? load_scores(t, g, e) : load_merges(t, g, e)) || load_special(t, e) ||
+             load_bytes(t, e);
     if (rc) {
         tokenizer_free(t);
         return -1;
     }
     t->bos = optional_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab);
     t->eos = optional_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab);
-    /* as llama.cpp: Llama 3's vocabulary starts a text with BOS unless the file says otherwise */
-    const struct gguf_kv *add_bos = gguf_find(g, "tokenizer.ggml.add_bos_token");
-    t->add_bos = t->bos >= 0 && (add_bos && add_bos->value.type == GGUF_BOOL ? add_bos->value.u != 0 : t->pre == PRE_LLAMA3);
+    t->unk = optional_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab);
+    /* as llama.cpp: SentencePiece and Llama 3 vocabularies start a text
+     * with BOS, and SentencePiece's with a space, unless the file says otherwise */
+    t->add_bos = t->bos >= 0 && optional_bool(g, "tokenizer.ggml.add_bos_token",
+                                              t->model == TOKENIZER_SPM || t->pre == PRE_LLAMA3);
+    t->add_space_prefix = t->model == TOKENIZER_SPM && optional_bool(g, "tokenizer.ggml.add_space_prefix", true);
     return 0;
 }
 
@@ -223,6 +263,7 @@ void tokenizer_free(struct tokenizer *t)
     free(t->type);
     free(t->index);
     free(t->merges);
+    free(t->scores);
     free(t->special);
     memset(t, 0, sizeof *t);
 }
@@ -312,16 +353,52 @@ static int encode_plain(const struct tokenizer *t, const char *s, size_t n, int3
     return rc;
 }
 
+/* SPM: the text with a leading space where asked, every space as U+2581 */
+static int encode_spm(const struct tokenizer *t, const char *s, size_t n, bool space_first, int32_t **out,
+                      size_t *n_out, size_t *cap, struct error *e)
+{
+    char *esc = malloc(3 * (n + 1)), *w = esc;
+    if (!esc)
+        return fail(e, "out of memory");
+    if (space_first)
+        memcpy(w, "\xe2\x96\x81", 3), w += 3;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ')
+            memcpy(w, "\xe2\x96\x81", 3), w += 3;
+        else
+            *w++ = s[i];
+    }
+    int rc = spm_encode(t, esc, (size_t)(w - esc), out, n_out, cap, e);
+    free(esc);
+    return rc;
+}
+
+/* Text between special tokens; after_special: it starts the input or follows one. */
+static int encode_text(const struct tokenizer *t, const char *s, size_t n, bool after_special, int32_t **out,
+                       size_t *n_out, size_t *cap, struct error *e)
+{
+    if (n == 0)
+        return 0;
+    if (t->model == TOKENIZER_SPM)
+        return encode_spm(t, s, n, t->add_space_prefix && after_special, out, n_out, cap, e);
+    return encode_plain(t, s, n, out, n_out, cap, e);
+}
+
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool parse_special, int32_t **out,
                      size_t *n_out, size_t *cap, struct error *e)
 {
     size_t start = 0;
-    for (size_t at = 0; parse_special && at < n; at++) {
+    bool after_special = true;
+    for (size_t at = 0; at < n; at++) {
         for (int k = 0; k < t->n_special; k++) {
             int32_t id = t->special[k];
+            if (t->type[id] == 3 && !parse_special) /* control tokens only when asked; user-defined always */
+                continue;
             if (t->len[id] <= n - at && memcmp(text + at, t->text[id], t->len[id]) == 0) {
-                if (encode_plain(t, text + start, at - start, out, n_out, cap, e) || push(id, out, n_out, cap, e))
+                if (encode_text(t, text + start, at - start, after_special, out, n_out, cap, e) ||
+                    push(id, out, n_out, cap, e))
                     return -1;
+                after_special = true;
                 at += t->len[id];
                 start = at;
                 at--; /* the loop's increment */
@@ -329,7 +406,7 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool
             }
         }
     }
-    return encode_plain(t, text + start, n - start, out, n_out, cap, e);
+    return encode_text(t, text + start, n - start, after_special, out, n_out, cap, e);
 }
 
 /* Decodes one UTF-8 character of s (n bytes left); returns its length, or 0. */
@@ -348,6 +425,27 @@ static int utf8_char(const unsigned char *s, size_t n, int *cp)
     return len;
 }
 
+/* SPM: a byte token is its byte; elsewhere U+2581 is a space. */
+static size_t spm_piece(const struct tokenizer *t, int32_t id, char *buf, size_t cap)
+{
+    const char *s = t->text[id];
+    size_t n = t->len[id], len = 0;
+    unsigned byte;
+    if (t->type[id] == 6 && n == 6 && sscanf(s, "<0x%2X>", &byte) == 1) {
+        if (cap)
+            buf[0] = (char)byte;
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool space = i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0;
+        if (len < cap)
+            buf[len] = space ? ' ' : s[i];
+        len++;
+        i += space ? 2 : 0;
+    }
+    return len;
+}
+
 size_t tokenizer_piece(const struct tokenizer *t, int32_t id, char *buf, size_t cap)
 {
     if (id < 0 || id >= t->n_vocab)
@@ -358,6 +456,8 @@ size_t tokenizer_piece(const struct tokenizer *t, int32_t id, char *buf, size_t 
         memcpy(buf, s, n < cap ? n : cap);
         return n;
     }
+    if (t->model == TOKENIZER_SPM)
+        return spm_piece(t, id, buf, cap);
     for (size_t i = 0; i < n;) {
         int cp, k = utf8_char(s + i, n - i, &cp);
         int b = k ? byte_level_byte(cp) : -1;

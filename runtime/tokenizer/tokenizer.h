@@ -1,10 +1,12 @@
-/* tokenizer.h: byte-level BPE from GGUF metadata (tokenizer.ggml.model
- * "gpt2": tokens, merges, token types), with the Qwen2 or Llama 3
- * pre-tokenizer (tokenizer.ggml.pre "qwen2" or "llama-bpe"; others are
- * refused rather than guessed) and the
- * special/control tokens (<|im_start|> ...) matched before BPE. Decoding
- * turns ids back into bytes; a streaming decoder holds back incomplete UTF-8
- * so no half character is ever printed. */
+/* tokenizer.h: tokenizers from GGUF metadata: byte-level BPE
+ * (tokenizer.ggml.model "gpt2": tokens, merges, token types) with the Qwen2
+ * or Llama 3 pre-tokenizer (tokenizer.ggml.pre "qwen2" or "llama-bpe";
+ * others are refused rather than guessed), and SentencePiece-style merging
+ * by score ("llama": Llama 2, Mistral, Gemma; spm.h) with byte-fallback
+ * tokens. Special tokens are matched before either: user-defined ones
+ * always, control ones when asked (as llama.cpp does). Decoding turns ids
+ * back into bytes; a streaming decoder holds back incomplete UTF-8 so no
+ * half character is ever printed. */
 #ifndef MINFER_TOKENIZER_H
 #define MINFER_TOKENIZER_H
 
@@ -18,20 +20,25 @@
 
 struct merge_entry;
 
+enum tokenizer_model { TOKENIZER_BPE, TOKENIZER_SPM };
+
 struct tokenizer {
+    enum tokenizer_model model;
     int32_t n_vocab;
-    const char **text;        /* token strings (byte-level alphabet), into the file */
+    const char **text;        /* token strings (BPE: byte-level alphabet; SPM: spaces as U+2581), into the file */
     uint32_t *len;
-    int32_t *type;            /* tokenizer.ggml.token_type, 1 normal, 3 control, 4 user-defined */
+    int32_t *type;            /* tokenizer.ggml.token_type, 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte */
+    float *scores;            /* SPM: tokenizer.ggml.scores, a merge's priority */
     int32_t *index;           /* open-addressing hash of token strings -> id + 1 */
     uint32_t index_mask;
     struct merge_entry *merges;
     uint32_t merge_mask;
-    int32_t byte_id[256];     /* the token of each single byte */
+    int32_t byte_id[256];     /* the token of each single byte (SPM: <0xXX>, -1 where absent) */
     int32_t *special;         /* control and user-defined tokens, longest first */
     int n_special;
-    int32_t bos, eos;         /* -1 when the file names none */
+    int32_t bos, eos, unk;    /* -1 when the file names none */
     bool add_bos;             /* a text starts with bos (tokenizer.ggml.add_bos_token) */
+    bool add_space_prefix;    /* SPM: a space before text that starts the input or follows a special token */
     enum pretokenizer pre;    /* tokenizer.ggml.pre: how text is split before BPE */
 };
 
@@ -39,9 +46,10 @@ struct tokenizer {
 int tokenizer_load(struct tokenizer *t, const struct gguf *g, struct error *e);
 void tokenizer_free(struct tokenizer *t);
 
-/* Encodes n bytes of text. With parse_special, special token strings in the
- * text become their ids; otherwise they are encoded as plain text. The ids go
- * to *out (grown with realloc; *n_out is the count, *cap the capacity). */
+/* Encodes n bytes of text. User-defined token strings in the text become
+ * their ids, and with parse_special control ones too (<|im_start|>,
+ * <start_of_turn>); the rest is encoded as plain text. The ids go to *out
+ * (grown with realloc; *n_out is the count, *cap the capacity). */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool parse_special, int32_t **out,
                      size_t *n_out, size_t *cap, struct error *e);
 
