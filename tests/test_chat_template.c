@@ -37,6 +37,8 @@ static const char llama3[] = "{% set loop_messages = messages %}{% for message i
                              "trim + '<|eot_id|>' %}{{ content }}{% endfor %}";
 static const char gemma[] = "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n"
                             "{{ message['content'] }}<end_of_turn>\n{% endfor %}";
+static const char vicuna[] = "{{ bos_token }}{% for message in messages %}{{ message['role'] | upper }}: "
+                             "{{ message['content'] }}\n{% endfor %}ASSISTANT:";
 
 Test(chat_template, qwen_is_chatml_with_its_default_system_message)
 {
@@ -71,15 +73,37 @@ Test(chat_template, llama3_headers_are_recognized)
     gguf_free(&g);
 }
 
-Test(chat_template, unknown_or_missing_templates_are_errors_unless_forced)
+/* Gemma's turns: the assistant is "model", and a system message has no
+ * turn of its own (callers put it at the start of the first user turn). */
+Test(chat_template, gemma_turns_are_recognized)
 {
     struct gguf g;
     struct chat_template t;
     struct error e;
     open_with_template(gemma, &g);
+    cr_assert_eq(chat_template_detect(&g, NULL, &t, &e), 0, "%s", e.msg);
+    cr_assert_eq(t.format, CHAT_GEMMA);
+    cr_assert(!chat_system_turn(&t));
+    char buf[256];
+    cr_assert_eq(chat_message(&t, "user", "Hi!", buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "<start_of_turn>user\nHi!<end_of_turn>\n");
+    cr_assert_eq(chat_message(&t, "assistant", "Hello.", buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "<start_of_turn>model\nHello.<end_of_turn>\n");
+    cr_assert_str_eq(chat_reply_prefix(&t), "<start_of_turn>model\n");
+    cr_assert_str_eq(chat_end_of_turn(&t), "<end_of_turn>");
+    cr_assert_str_eq(t.default_system, "");
+    gguf_free(&g);
+}
+
+Test(chat_template, unknown_or_missing_templates_are_errors_unless_forced)
+{
+    struct gguf g;
+    struct chat_template t;
+    struct error e;
+    open_with_template(vicuna, &g);
     cr_assert_eq(chat_template_detect(&g, NULL, &t, &e), -1);
-    cr_assert_str_eq(e.msg, "the file's chat template is neither ChatML nor Llama 3's (it begins '{{ bos_token }}{% for "
-                            "message in message'; --chat-template chatml|llama3 forces one)");
+    cr_assert_str_eq(e.msg, "the file's chat template is not ChatML, Llama 3's or Gemma's (it begins '{{ bos_token }}{% "
+                            "for message in message'; --chat-template chatml|llama3|gemma forces one)");
     cr_assert_eq(chat_template_detect(&g, "chatml", &t, &e), 0, "%s", e.msg);
     cr_assert_eq(t.format, CHAT_CHATML);
     char buf[256];
@@ -87,10 +111,10 @@ Test(chat_template, unknown_or_missing_templates_are_errors_unless_forced)
     cr_assert_str_eq(buf, "<|im_start|>system\nBe brief.<|im_end|>\n");
     cr_assert_eq(chat_message(&t, "system", "Be brief.", buf, 10), -1, "a message that does not fit is refused");
     cr_assert_eq(chat_template_detect(&g, "vicuna", &t, &e), -1);
-    cr_assert_str_eq(e.msg, "unknown chat format 'vicuna' (minfer has chatml and llama3)");
+    cr_assert_str_eq(e.msg, "unknown chat format 'vicuna' (minfer has chatml, llama3 and gemma)");
     gguf_free(&g);
     open_with_template(NULL, &g);
     cr_assert_eq(chat_template_detect(&g, NULL, &t, &e), -1);
-    cr_assert_str_eq(e.msg, "the file has no tokenizer.chat_template (--chat-template chatml|llama3 chooses one)");
+    cr_assert_str_eq(e.msg, "the file has no tokenizer.chat_template (--chat-template chatml|llama3|gemma chooses one)");
     gguf_free(&g);
 }

@@ -29,3 +29,7 @@ Test(server, an_api_key_is_required_where_set, .timeout = 300) { server_case("au
 Test(server, eight_clients_times_25_requests_on_two_slots, .timeout = 600) { server_case("load"); }
 Test(server, a_full_queue_is_a_503, .timeout = 300) { server_case("queue"); }
 Test(server, a_client_leaving_mid_stream_frees_its_slot, .timeout = 300) { server_case("disconnect"); }
+Test(server, a_format_without_a_system_turn_folds_it_into_the_first_user_turn, .timeout = 300)
+{
+    server_case("gemma_format");
+}

@@ -19,7 +19,7 @@ static const char run_usage[] =
     "  --logits-out FILE writes the last logits as raw little-endian float32\n";
 
 static const char chat_usage[] =
-    "usage: minfer chat -m FILE [--system TEXT] [--chat-template chatml|llama3] [-n N] [-c N] [sampling flags as for run]\n"
+    "usage: minfer chat -m FILE [--system TEXT] [--chat-template chatml|llama3|gemma] [-n N] [-c N] [sampling flags as for run]\n"
     "  reads one user message per line from standard input; an empty line or end of input ends the chat\n"
     "  the format comes from the file's chat template; without --system, the template's default system message\n";
 
@@ -90,18 +90,25 @@ int cmd_run(int argc, char **argv)
 static int chat_turn(struct session *s, const struct session_options *o, const struct chat_template *t,
                      const char *system, const char *message, struct error *e)
 {
-    size_t n = strlen(message) + (system ? strlen(system) : 0) + 256;
-    char *text = malloc(n);
+    size_t n = 2 * (strlen(message) + (system ? strlen(system) : 0)) + 256;
+    char *text = malloc(n), *joined = NULL;
     if (!text)
         return fail(e, "out of memory");
     size_t len = 0;
     int rc = 0;
-    if (system && system[0]) {
+    if (system && system[0] && chat_system_turn(t)) {
         rc = chat_message(t, "system", system, text, n);
         len = strlen(text);
+    } else if (system && system[0]) { /* the format has no system turn: the first user turn starts with it */
+        size_t k = strlen(system) + strlen(message) + 3;
+        if ((joined = malloc(k)))
+            snprintf(joined, k, "%s\n\n%s", system, message), message = joined;
+        else
+            rc = -1;
     }
     if (!rc)
         rc = chat_message(t, "user", message, text + len, n - len);
+    free(joined);
     if (!rc) {
         len = strlen(text);
         snprintf(text + len, n - len, "%s", chat_reply_prefix(t));

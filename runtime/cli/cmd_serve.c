@@ -9,7 +9,7 @@
 static const char serve_usage[] =
     "usage: minfer serve -m FILE [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--api-key KEY]\n"
     "                    [-c N] [-b N] [-t N] [--device cpu|cpu-fast|cuda|auto] [--cache-type f32|f16|q8_0]\n"
-    "                    [--chat-template chatml|llama3] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+    "                    [--chat-template chatml|llama3|gemma] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
     "  serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /health (docs/server.md)\n"
     "  --port 0       any free port (the URL line says which)\n"
     "  --parallel N   N engines (slots) over one copy of the weights, each with its own -c context\n"

@@ -126,7 +126,7 @@ static int text_flag(const char *cmd, const char *a, const char *v, struct sessi
     else if (strcmp(a, "--system") == 0 && strcmp(cmd, "chat") == 0)
         to = &o->system;
     else if (strcmp(a, "--chat-template") == 0 && chat)
-        to = &o->chat_template, what = "chatml or llama3";
+        to = &o->chat_template, what = "chatml, llama3 or gemma";
     else if (strcmp(a, "--logits-out") == 0 && !bench && !serve)
         to = &o->logits_out, what = "a file";
     else if (strcmp(a, "--device") == 0)
@@ -362,7 +362,7 @@ int session_feed(struct session *s, const struct session_options *o, const char 
 
 static bool is_stop(const struct session *s, int32_t id)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < TOKENIZER_END_IDS; k++)
         if (id >= 0 && id == s->stop[k])
             return true;
     return false;

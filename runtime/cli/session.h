@@ -41,7 +41,7 @@ struct session {
     struct sampler sampler;
     int32_t *history;        /* every token in the KV cache, in order */
     size_t n_history, cap_history;
-    int32_t stop[4];         /* end-of-text tokens: eos, <|im_end|>, <|endoftext|>, <|eot_id|> (-1: absent) */
+    int32_t stop[TOKENIZER_END_IDS]; /* end-of-text tokens (tokenizer_end_ids; -1: absent) */
 };
 
 int session_open(struct session *s, const struct session_options *o, struct error *e);

@@ -184,7 +184,7 @@ static int parse_messages(const cJSON *root, const struct chat_template *t, stru
     if (!t)
         return api_fail(err, 400, "invalid_request_error", "messages", "no_chat_template",
                         "this model has no chat template minfer knows (start the server with --chat-template)"), -1;
-    char *text = calloc(1, 1);
+    char *text = calloc(1, 1), *system = NULL; /* a system message waiting for the first user turn */
     size_t len = 0;
     int i = 0, rc = text ? 0 : (api_fail(err, 500, "server_error", NULL, NULL, "out of memory"), -1);
     for (const cJSON *m = ms->child; !rc && m; m = m->next, i++) {
@@ -209,11 +209,33 @@ static int parse_messages(const cJSON *root, const struct chat_template *t, stru
         char *content = NULL;
         if ((rc = content_of(m, i, &content, err)))
             break;
+        if (!chat_system_turn(t) && strcmp(name, "system") == 0) { /* Gemma: it starts the first user turn */
+            const cJSON *next = m->next ? cJSON_GetObjectItemCaseSensitive(m->next, "role") : NULL;
+            if (i != 0 || !cJSON_IsString(next) || strcmp(next->valuestring, "user") != 0) {
+                free(content);
+                rc = BAD(param, "this model's chat format takes a system message only first, before a user message");
+                break;
+            }
+            system = content;
+            continue;
+        }
+        if (system) { /* the first user turn after the system message, a blank line between them */
+            char *joined = malloc(strlen(system) + strlen(content) + 3);
+            if (joined)
+                sprintf(joined, "%s\n\n%s", system, content);
+            free(content), free(system);
+            content = joined, system = NULL;
+            if (!content) {
+                rc = (api_fail(err, 500, "server_error", NULL, NULL, "out of memory"), -1);
+                break;
+            }
+        }
         if (i == 0 && strcmp(name, "system") != 0 && t->default_system[0]) /* as the template writes it */
             rc = add_message(t, "system", t->default_system, &text, &len, err);
         rc = rc || add_message(t, name, content, &text, &len, err);
         free(content);
     }
+    free(system);
     if (!rc) {
         const char *prefix = chat_reply_prefix(t);
         char *p = realloc(text, len + strlen(prefix) + 1);

@@ -394,7 +394,7 @@ static int open_server(struct server *srv, const struct session_options *o, stru
     }
     srv->has_tmpl = chat_template_detect(&srv->model.gguf, o->chat_template, &srv->tmpl, e) == 0;
     if (!srv->has_tmpl)
-        fprintf(stderr, "serve: %s; /v1/chat/completions will say so (--chat-template chatml|llama3 sets one)\n", e->msg);
+        fprintf(stderr, "serve: %s; /v1/chat/completions will say so (--chat-template chatml|llama3|gemma sets one)\n", e->msg);
     const char *base = strrchr(o->model, '/');
     snprintf(srv->model_id, sizeof srv->model_id, "%s", base ? base + 1 : o->model);
     srv->created = (long)time(NULL);

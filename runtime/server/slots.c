@@ -175,7 +175,7 @@ int generation_step(struct generation *g, struct error *e)
     if (engine_sample(&s->engine, &g->sampler, &id, e))
         return -1;
     g->n_made++;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < TOKENIZER_END_IDS; k++)
         if (id >= 0 && id == g->stop_ids[k]) {
             finish(g, "stop", false);
             return 0;

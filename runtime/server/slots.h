@@ -45,7 +45,7 @@ struct generation {
     struct slot *slot;
     const struct tokenizer *tok;
     struct sampler sampler;
-    int32_t stop_ids[4];     /* end-of-text tokens */
+    int32_t stop_ids[TOKENIZER_END_IDS]; /* end-of-text tokens */
     const char *stop[GEN_MAX_STOP]; /* stop strings (not owned) */
     int n_stop;
     int64_t max_tokens;      /* -1: until a stop or the context's end */

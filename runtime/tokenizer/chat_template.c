@@ -7,30 +7,37 @@
 
 /* One row per format: how it is named, the marker that identifies its
  * template, how a message opens (the role goes in %s), the token that ends a
- * turn and what follows that token in the context. */
+ * turn, what follows that token in the context, the assistant's role name,
+ * and whether a system message has a turn of its own (Gemma's has none: its
+ * template writes the system message at the start of the first user turn,
+ * followed by a blank line). */
 static const struct {
-    const char *name, *marker, *open, *end, *after;
+    const char *name, *marker, *open, *end, *after, *assistant;
+    bool system_turn;
 } formats[] = {
-    [CHAT_CHATML] = { "chatml", "<|im_start|>", "<|im_start|>%s\n", "<|im_end|>", "\n" },
-    [CHAT_LLAMA3] = { "llama3", "<|start_header_id|>", "<|start_header_id|>%s<|end_header_id|>\n\n", "<|eot_id|>", "" },
+    [CHAT_CHATML] = { "chatml", "<|im_start|>", "<|im_start|>%s\n", "<|im_end|>", "\n", "assistant", true },
+    [CHAT_LLAMA3] = { "llama3", "<|start_header_id|>", "<|start_header_id|>%s<|end_header_id|>\n\n", "<|eot_id|>", "",
+                      "assistant", true },
+    [CHAT_GEMMA] = { "gemma", "<start_of_turn>", "<start_of_turn>%s\n", "<end_of_turn>", "\n", "model", false },
 };
 #define N_FORMATS (int)(sizeof formats / sizeof formats[0])
 
 const char *chat_format_name(enum chat_format f) { return formats[f].name; }
 const char *chat_end_of_turn(const struct chat_template *t) { return formats[t->format].end; }
 const char *chat_after_turn(const struct chat_template *t) { return formats[t->format].after; }
+bool chat_system_turn(const struct chat_template *t) { return formats[t->format].system_turn; }
 
 const char *chat_reply_prefix(const struct chat_template *t)
 {
     static char buf[N_FORMATS][64];
-    snprintf(buf[t->format], sizeof buf[0], formats[t->format].open, "assistant");
+    snprintf(buf[t->format], sizeof buf[0], formats[t->format].open, formats[t->format].assistant);
     return buf[t->format];
 }
 
 int chat_message(const struct chat_template *t, const char *role, const char *content, char *buf, size_t n)
 {
     char open[128];
-    snprintf(open, sizeof open, formats[t->format].open, role);
+    snprintf(open, sizeof open, formats[t->format].open, strcmp(role, "assistant") == 0 ? formats[t->format].assistant : role);
     int w = snprintf(buf, n, "%s%s%s%s", open, content, formats[t->format].end, formats[t->format].after);
     return w >= 0 && (size_t)w < n ? 0 : -1;
 }
@@ -93,24 +100,25 @@ int chat_template_detect(const struct gguf *g, const char *forced, struct chat_t
             if (strcmp(forced, formats[i].name) == 0)
                 f = i;
         if (f < 0)
-            return fail(e, "unknown chat format '%s' (minfer has chatml and llama3)", forced);
+            return fail(e, "unknown chat format '%s' (minfer has chatml, llama3 and gemma)", forced);
     } else {
         for (int i = 0; i < N_FORMATS && f < 0; i++)
             if (find(s, n, formats[i].marker))
                 f = i;
         if (f < 0 && n == 0)
-            return fail(e, "the file has no tokenizer.chat_template (--chat-template chatml|llama3 chooses one)");
+            return fail(e, "the file has no tokenizer.chat_template (--chat-template chatml|llama3|gemma chooses one)");
         if (f < 0) {
             char start[41];
             size_t k = 0;
             for (; k < n && k < 40; k++)
                 start[k] = s[k] >= ' ' ? s[k] : ' ';
             start[k] = 0;
-            return fail(e, "the file's chat template is neither ChatML nor Llama 3's (it begins '%s'; "
-                           "--chat-template chatml|llama3 forces one)", start);
+            return fail(e, "the file's chat template is not ChatML, Llama 3's or Gemma's (it begins '%s'; "
+                           "--chat-template chatml|llama3|gemma forces one)", start);
         }
     }
     t->format = (enum chat_format)f;
-    default_system(s, n, t->format, t->default_system, sizeof t->default_system);
+    if (formats[f].system_turn)
+        default_system(s, n, t->format, t->default_system, sizeof t->default_system);
     return 0;
 }

@@ -7,10 +7,12 @@
 #ifndef MINFER_CHAT_TEMPLATE_H
 #define MINFER_CHAT_TEMPLATE_H
 
+#include <stdbool.h>
+
 #include "error.h"
 #include "gguf/gguf.h"
 
-enum chat_format { CHAT_CHATML, CHAT_LLAMA3 };
+enum chat_format { CHAT_CHATML, CHAT_LLAMA3, CHAT_GEMMA };
 
 struct chat_template {
     enum chat_format format;
@@ -21,7 +23,8 @@ struct chat_template {
  * ("chatml", "llama3") when it is not NULL. */
 int chat_template_detect(const struct gguf *g, const char *forced, struct chat_template *t, struct error *e);
 
-/* The text of a whole message of role ("system", "user", "assistant"), into
+/* The text of a whole message of role ("system", "user", "assistant"; the
+ * format's own name for the assistant is written, Gemma's "model"), into
  * buf (size n); -1 when it does not fit. */
 int chat_message(const struct chat_template *t, const char *role, const char *content, char *buf, size_t n);
 
@@ -32,5 +35,10 @@ const char *chat_end_of_turn(const struct chat_template *t);
 const char *chat_after_turn(const struct chat_template *t);
 
 const char *chat_format_name(enum chat_format f);
+
+/* Whether a system message is a turn of its own; if not (Gemma), callers
+ * write it at the start of the first user message, then a blank line, as
+ * the format's template does. */
+bool chat_system_turn(const struct chat_template *t);
 
 #endif

@@ -31,12 +31,12 @@ static uint64_t hash_u64(uint64_t x)
     return x;
 }
 
-void tokenizer_end_ids(const struct tokenizer *t, int32_t out[4])
+void tokenizer_end_ids(const struct tokenizer *t, int32_t out[TOKENIZER_END_IDS])
 {
+    static const char *const ends[TOKENIZER_END_IDS - 1] = { "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>" };
     out[0] = t->eos;
-    out[1] = tokenizer_find(t, "<|im_end|>", 10);
-    out[2] = tokenizer_find(t, "<|endoftext|>", 13);
-    out[3] = tokenizer_find(t, "<|eot_id|>", 10);
+    for (int i = 0; i < TOKENIZER_END_IDS - 1; i++)
+        out[i + 1] = tokenizer_find(t, ends[i], strlen(ends[i]));
 }
 
 int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n)

@@ -62,9 +62,10 @@ int tokens_append(int32_t **out, size_t *n, size_t *cap, const int32_t *ids, siz
 /* The token id of an exact token string, or -1. */
 int32_t tokenizer_find(const struct tokenizer *t, const char *s, size_t n);
 
-/* The tokens that end a reply: eos, <|im_end|>, <|endoftext|>, <|eot_id|>
- * (-1 where the vocabulary lacks one). */
-void tokenizer_end_ids(const struct tokenizer *t, int32_t out[4]);
+/* The tokens that end a reply: eos, <|im_end|>, <|endoftext|>, <|eot_id|>,
+ * <end_of_turn> (-1 where the vocabulary lacks one). */
+#define TOKENIZER_END_IDS 5
+void tokenizer_end_ids(const struct tokenizer *t, int32_t out[TOKENIZER_END_IDS]);
 
 /* The bytes token id stands for, into buf (up to cap); returns the length
  * (which may exceed cap: then only cap bytes were written). */

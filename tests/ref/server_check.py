@@ -4,7 +4,7 @@ free loopback port (--port 0; the URL line says which) and stops it with
 SIGTERM, which must end it with status 0 (under ASan: no leaks).
 
 usage: server_check.py CASE MINFER_BIN MODEL
-cases: client, errors, auth, load, queue, disconnect
+cases: client, errors, auth, load, queue, disconnect, gemma_format
 Prints what it checked; exits 1 with the reason on the first failure."""
 import atexit
 import http.client
@@ -339,7 +339,24 @@ def case_disconnect():
     srv.stop()
 
 
-CASES = {"client": case_client, "errors": case_errors, "auth": case_auth, "load": case_load, "queue": case_queue,
+def case_gemma_format():
+    """a format without a system turn (Gemma's): the system message starts the first user turn, or is refused"""
+    srv = Server("-c", "256", "--chat-template", "gemma")
+    p, chat = srv.port, "/v1/chat/completions"
+    sys_msg, user = {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}
+    alone = raw(p, "POST", chat, {"messages": [user], "max_tokens": 2})
+    joined = raw(p, "POST", chat, {"messages": [sys_msg, user], "max_tokens": 2})
+    check(alone[0] == 200 and joined[0] == 200, "%r %r" % (alone, joined))
+    # "Be brief.\n\n" joins the user turn: more prompt tokens, but no turn of its own
+    check(joined[1]["usage"]["prompt_tokens"] > alone[1]["usage"]["prompt_tokens"], "%r %r" % (alone, joined))
+    expect_error(p, "POST", chat, {"messages": [user, sys_msg], "max_tokens": 2}, 400, "messages[1].role",
+                 "system message only first")
+    expect_error(p, "POST", chat, {"messages": [sys_msg, {"role": "assistant", "content": "x"}], "max_tokens": 2}, 400,
+                 "messages[0].role", "before a user message")
+    srv.stop()
+
+
+CASES = {"gemma_format": case_gemma_format, "client": case_client, "errors": case_errors, "auth": case_auth, "load": case_load, "queue": case_queue,
          "disconnect": case_disconnect}
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in CASES:
