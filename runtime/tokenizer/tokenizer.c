@@ -151,22 +151,46 @@ static int load_merges(struct tokenizer *t, const struct gguf *g, struct error *
     return 0;
 }
 
+struct special_key {
+    uint8_t first;
+    uint32_t len;
+    int32_t id;
+};
+
+/* By first byte, then longest first (so "<|im_start|>" wins over a prefix
+ * of it), then by id. */
+static int special_order(const void *a, const void *b)
+{
+    const struct special_key *x = a, *y = b;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Control and user-defined tokens, grouped by first byte so the encoder
+ * tries only those that can match where it stands (Gemma has 6,414). */
 static int load_special(struct tokenizer *t, struct error *e)
 {
+    struct special_key *keys = malloc((size_t)t->n_vocab * sizeof *keys);
     t->special = malloc((size_t)t->n_vocab * sizeof *t->special);
-    if (!t->special)
+    if (!keys || !t->special) {
+        free(keys);
         return fail(e, "out of memory");
+    }
     for (int32_t id = 0; id < t->n_vocab; id++)
         if ((t->type[id] == 3 || t->type[id] == 4) && t->len[id] > 0)
-            t->special[t->n_special++] = id;
-    /* longest first, so "<|im_start|>" wins over a prefix of it (few tokens: insertion sort) */
-    for (int i = 1; i < t->n_special; i++) {
-        int32_t id = t->special[i];
-        int k = i;
-        for (; k > 0 && t->len[t->special[k - 1]] < t->len[id]; k--)
-            t->special[k] = t->special[k - 1];
-        t->special[k] = id;
+            keys[t->n_special++] = (struct special_key){ (uint8_t)t->text[id][0], t->len[id], id };
+    qsort(keys, (size_t)t->n_special, sizeof *keys, special_order);
+    for (int i = 0, b = 0; b <= 256; b++) {
+        while (i < t->n_special && keys[i].first < b)
+            i++;
+        t->special_from[b] = i; /* the first special whose first byte is >= b */
     }
+    for (int i = 0; i < t->n_special; i++)
+        t->special[i] = keys[i].id;
+    free(keys);
     return 0;
 }
 
@@ -390,7 +414,8 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t n, bool
     size_t start = 0;
     bool after_special = true;
     for (size_t at = 0; at < n; at++) {
-        for (int k = 0; k < t->n_special; k++) {
+        const uint8_t first = (uint8_t)text[at];
+        for (int k = t->special_from[first]; k < t->special_from[first + 1]; k++) {
             int32_t id = t->special[k];
             if (t->type[id] == 3 && !parse_special) /* control tokens only when asked; user-defined always */
                 continue;

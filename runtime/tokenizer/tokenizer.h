@@ -34,8 +34,9 @@ struct tokenizer {
     struct merge_entry *merges;
     uint32_t merge_mask;
     int32_t byte_id[256];     /* the token of each single byte (SPM: <0xXX>, -1 where absent) */
-    int32_t *special;         /* control and user-defined tokens, longest first */
+    int32_t *special;         /* control and user-defined tokens by first byte, then longest first */
     int n_special;
+    int special_from[257];    /* special[special_from[b] .. special_from[b + 1]) start with byte b */
     int32_t bos, eos, unk;    /* -1 when the file names none */
     bool add_bos;             /* a text starts with bos (tokenizer.ggml.add_bos_token) */
     bool add_space_prefix;    /* SPM: a space before text that starts the input or follows a special token */
