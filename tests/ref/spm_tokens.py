@@ -4,7 +4,9 @@ checked against (tests/test_real_gemma.c).
 
 usage: spm_tokens.py MODEL.gguf OUT.txt
     (tests/fixtures/data/gemma-3-270m.tokens.txt was made with
-     models/gemma-3-270m-q4_k_m.gguf from tools/fetch-model.sh gemma3-270m)
+     models/gemma-3-270m-q4_k_m.gguf from tools/fetch-model.sh gemma3-270m;
+     gemma-3-270m-space-prefix.tokens.txt with the vocabulary
+     tests/ref/spm_vocab.py makes from it)
 The file: a line "model NAME BYTES llama_cpp VERSION", then for each string
 a line "case N_BYTES N_IDS", the string's bytes and a newline, its ids on
 one line.
