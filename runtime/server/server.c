@@ -1,9 +1,11 @@
 /* server.c: minfer serve's HTTP side over libmicrohttpd (a thread per
  * connection): the routes, the API key, the body limit, replies whole or
  * as server-sent events, one log line per request, start and shutdown. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "server/server.h"
 
 #include <microhttpd.h>
+#include <poll.h>
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
@@ -172,6 +174,17 @@ static void stream_free(void *cls)
 
 /* ---- the generation endpoints ---- */
 
+/* Whether the client closed its connection (checked between tokens of a
+ * whole reply, so a client that gave up frees its slot; a stream learns it
+ * from a failed write). A client that only shut down its sending side looks
+ * the same, as HTTP clients do not do that. */
+static bool client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p = { ci ? ci->connect_fd : -1, POLLRDHUP, 0 };
+    return ci && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static int tokenize(const struct server *srv, const char *text, int32_t **ids, size_t *n, struct error *e)
 {
     size_t cap = 0;
@@ -248,18 +261,21 @@ static enum MHD_Result generate(struct server *srv, struct MHD_Connection *c, co
         return rc;
     }
     int rc = 0;
-    while (!rc && !st->g.done)
+    bool gone = false;
+    while (!rc && !st->g.done && !(gone = client_gone(c)))
         rc = generation_step(&st->g, &e);
     char *body = NULL;
     if (rc)
         api_fail(&err, 500, "server_error", NULL, NULL, "%s", e.msg);
-    else
+    else if (!gone)
         body = api_completion_body(&st->reply, &st->g);
     st->released = true;
     slot_release(&srv->pool, slot);
     if (!rc)
-        log_line("POST", url, 200, &st->g, rq->t0, NULL);
+        log_line("POST", url, 200, &st->g, rq->t0, gone ? "client closed before the reply" : NULL);
     stream_free(st);
+    if (gone)
+        return MHD_NO; /* nobody to answer: close the connection */
     return rc ? reply_error(c, "POST", url, rq, &err) : reply(c, 200, body);
 }
 

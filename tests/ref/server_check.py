@@ -336,6 +336,27 @@ def case_disconnect():
     made = int(re.search(r"\+ (\d+) generated", closed[0]).group(1))
     check(made < 2000, "the closed stream went on to %d of its 4000 tokens" % made)
     print("  a client that left mid-stream freed the slot in %.2f s, after %d of its 4000 tokens" % (waited, made))
+    # the same for a whole (not streamed) reply: the server looks between tokens
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps({"prompt": "Twice", "max_tokens": 4000, "temperature": 0}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d"
+              b"\r\n\r\n%s" % (len(body), body))
+    time.sleep(0.2)
+    s.close()
+    t0 = time.time()
+    while True:
+        status, j = raw(srv.port, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+        if status == 200:
+            break
+        check(status == 503, "%d %r" % (status, j))
+        check(time.time() - t0 < 3, "the slot was still busy %.1f s after the client left" % (time.time() - t0))
+        time.sleep(0.05)
+    time.sleep(0.3)
+    closed = [l for l in srv.log if "client closed before the reply" in l]
+    check(closed, "no log line for the client that left before its reply")
+    made = int(re.search(r"\+ (\d+) generated", closed[0]).group(1))
+    check(made < 2000, "the abandoned reply went on to %d of its 4000 tokens" % made)
+    print("  a client that left before its whole reply freed the slot after %d of its 4000 tokens" % made)
     srv.stop()
 
 
