@@ -300,6 +300,15 @@ end
 if fuzz_cc then
   edge(("build %s/fuzz-gguf: fuzz_link %s %s/obj/runtime/tokenizer/pretokenize.c"):format(B, table.concat(fuzz_sources, " "), B))
   table.insert(defaults, B .. "/fuzz-gguf")
+  -- the server's request parser and reply builders, with Debian's cJSON
+  local api = {}
+  for _, f in ipairs({ "tests/fuzz/fuzz_api.c", "runtime/server/api.c", "runtime/tokenizer/chat_template.c",
+                       "runtime/gguf/gguf_read.c", "runtime/quant/tensor_type.c", "runtime/error.c" }) do
+    table.insert(api, S .. "/" .. f)
+  end
+  edge(("build %s/fuzz-api: fuzz_link %s\n  fuzz_flags = %s\n  fuzz_libs = %s"):format(B, table.concat(api, " "),
+    server_cflags, server_libs))
+  table.insert(defaults, B .. "/fuzz-api")
 end
 edge("default " .. table.concat(defaults, " "))
 

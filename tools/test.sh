@@ -6,7 +6,9 @@
 #      llama.cpp's recorded answers, and Gemma 3's tokenizer against llama.cpp's
 #      ids (tools/fetch-model.sh downloads each model once);
 #   3. an ASan+UBSan build of the Criterion suite;
-#   4. the GGUF reader's libFuzzer target for 60 seconds under ASan+UBSan.
+#   4. the libFuzzer targets under ASan+UBSan: the GGUF reader (and the
+#      tokenizer from its metadata) for 60 seconds, the server's request
+#      parser and reply builders for 30.
 # Ends with one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,21 +59,25 @@ fi
 
 dir=build-asan suite sanitized --builddir=build-asan --no-cuda --debug --sanitize=address,undefined
 
-echo "== fuzz (60 s)"
-if [ -x build/fuzz-gguf ]; then
+fuzz() { # target, corpus folder, seconds
+    echo "== fuzz $1 ($3 s)"
+    if [ ! -x "build/$1" ]; then
+        echo "test.sh: build/$1 missing (clang not installed)"; failed=$((failed + 1)); return
+    fi
+    local corpus
     corpus=$(mktemp -d)
-    cp tests/fuzz/corpus/* "$corpus/"
-    if build/fuzz-gguf -max_total_time=60 -print_final_stats=1 -artifact_prefix="$log/" "$corpus" \
-        >"$log/fuzz.out" 2>&1; then
-        passed=$((passed + 1)); tail -3 "$log/fuzz.out"
+    cp "$2"/* "$corpus/"
+    if "build/$1" -max_total_time="$3" -print_final_stats=1 -artifact_prefix="$log/" "$corpus" \
+        >"$log/$1.out" 2>&1; then
+        passed=$((passed + 1)); tail -3 "$log/$1.out"
     else
-        failed=$((failed + 1)); tail -40 "$log/fuzz.out"
-        echo "test.sh: the fuzzer found a crash; its input is in $log (add it as a regression test)"
+        failed=$((failed + 1)); tail -40 "$log/$1.out"
+        echo "test.sh: $1 found a crash; its input is in $log (add it as a regression test)"
     fi
     rm -rf "$corpus"
-else
-    echo "test.sh: build/fuzz-gguf missing (clang not installed)"; failed=$((failed + 1))
-fi
+}
+fuzz fuzz-gguf tests/fuzz/corpus 60
+fuzz fuzz-api tests/fuzz/corpus_api 30
 
 echo "summary: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]
