@@ -310,39 +310,19 @@ def case_queue():
     srv.stop()
 
 
-def case_disconnect():
-    srv = Server("--parallel", "1", "--queue", "0", "-c", "4096")
-    s = socket.create_connection(("127.0.0.1", srv.port))
-    body = json.dumps({"prompt": "Once", "max_tokens": 4000, "stream": True, "temperature": 0}).encode()
+def send_completion(port, body):
+    """a raw request on a socket the caller closes when it likes"""
+    s = socket.create_connection(("127.0.0.1", port))
+    data = json.dumps(body).encode()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d"
-              b"\r\n\r\n%s" % (len(body), body))
-    got, t0 = b"", time.time()
-    while b"data: " not in got and time.time() - t0 < 30:
-        got += s.recv(4096)
-    check(b"data: " in got, "no stream started: %r" % got[:200])
-    s.close()
-    t0 = time.time()
-    while True:  # the one slot must be free again long before 4000 tokens are made
-        status, j = raw(srv.port, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
-        if status == 200:
-            break
-        check(status == 503, "%d %r" % (status, j))
-        check(time.time() - t0 < 3, "the slot was still busy %.1f s after the client left" % (time.time() - t0))
-        time.sleep(0.05)
-    waited = time.time() - t0
-    time.sleep(0.3)
-    closed = [l for l in srv.log if "client closed the stream" in l]
-    check(closed, "no log line for the closed stream")
-    made = int(re.search(r"\+ (\d+) generated", closed[0]).group(1))
-    check(made < 2000, "the closed stream went on to %d of its 4000 tokens" % made)
-    print("  a client that left mid-stream freed the slot in %.2f s, after %d of its 4000 tokens" % (waited, made))
-    # the same for a whole (not streamed) reply: the server looks between tokens
-    s = socket.create_connection(("127.0.0.1", srv.port))
-    body = json.dumps({"prompt": "Twice", "max_tokens": 4000, "temperature": 0}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d"
-              b"\r\n\r\n%s" % (len(body), body))
-    time.sleep(0.2)
-    s.close()
+              b"\r\n\r\n%s" % (len(data), data))
+    return s
+
+
+def slot_freed(srv, note):
+    """after a client left: the one slot free again within 3 s, and the log
+    line with note saying the generation stopped well short of its 4000
+    tokens; returns (seconds waited, tokens made)"""
     t0 = time.time()
     while True:
         status, j = raw(srv.port, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
@@ -351,12 +331,32 @@ def case_disconnect():
         check(status == 503, "%d %r" % (status, j))
         check(time.time() - t0 < 3, "the slot was still busy %.1f s after the client left" % (time.time() - t0))
         time.sleep(0.05)
+    waited = time.time() - t0
     time.sleep(0.3)
-    closed = [l for l in srv.log if "client closed before the reply" in l]
-    check(closed, "no log line for the client that left before its reply")
+    closed = [l for l in srv.log if note in l]
+    check(closed, "no log line saying '%s'" % note)
     made = int(re.search(r"\+ (\d+) generated", closed[0]).group(1))
-    check(made < 2000, "the abandoned reply went on to %d of its 4000 tokens" % made)
-    print("  a client that left before its whole reply freed the slot after %d of its 4000 tokens" % made)
+    check(made < 2000, "the abandoned generation went on to %d of its 4000 tokens" % made)
+    return waited, made
+
+
+def case_disconnect():
+    srv = Server("--parallel", "1", "--queue", "0", "-c", "4096")
+    s = send_completion(srv.port, {"prompt": "Once", "max_tokens": 4000, "stream": True, "temperature": 0})
+    got, t0 = b"", time.time()
+    while b"data: " not in got and time.time() - t0 < 30:
+        got += s.recv(4096)
+    check(b"data: " in got, "no stream started: %r" % got[:200])
+    s.close()
+    waited, made = slot_freed(srv, "client closed the stream")
+    print("  a client that left mid-stream freed the slot in %.2f s, after %d of its 4000 tokens" % (waited, made))
+    # the same for a whole (not streamed) reply: the server looks between tokens
+    s = send_completion(srv.port, {"prompt": "Twice", "max_tokens": 4000, "temperature": 0})
+    time.sleep(0.2)
+    s.close()
+    waited, made = slot_freed(srv, "client closed before the reply")
+    print("  a client that left before its whole reply freed the slot in %.2f s, after %d of its 4000 tokens" %
+          (waited, made))
     srv.stop()
 
 
