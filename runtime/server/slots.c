@@ -52,8 +52,10 @@ static struct slot *best_free(struct slot_pool *p, const int32_t *tokens, size_t
     size_t best_k = 0;
     for (int i = 0; i < p->n; i++) {
         struct slot *s = &p->slot[i];
-        size_t k = s->busy ? 0 : common_prefix(s, tokens, n);
-        if (!s->busy && (!best || k > best_k))
+        if (s->busy)
+            continue;
+        size_t k = common_prefix(s, tokens, n);
+        if (!best || k > best_k)
             best = s, best_k = k;
     }
     return best;
