@@ -40,7 +40,7 @@ static int new_node(struct parser *ps, char kind)
     return ps->a->n++;
 }
 
-static int parse_sum(struct parser *ps);
+static int parse_compare(struct parser *ps);
 
 static int parse_factor(struct parser *ps)
 {
@@ -48,7 +48,7 @@ static int parse_factor(struct parser *ps)
     const char *start = ps->p;
     if (*ps->p == '(') {
         ps->p++;
-        int inner = parse_sum(ps);
+        int inner = parse_compare(ps);
         skip_space(ps);
         if (inner < 0)
             return -1;
@@ -78,6 +78,13 @@ static int parse_factor(struct parser *ps)
             ps->p++;
         }
         name[len] = 0;
+        skip_space(ps);
+        if (strcmp(name, "sqrt") == 0 && *ps->p == '(') { /* the one function: f32 values only */
+            int arg = parse_factor(ps), n = arg < 0 ? -1 : new_node(ps, 'q');
+            if (n >= 0)
+                ps->a->node[n].left = arg;
+            return n;
+        }
         int sym = ps->lookup(name, ps->ctx);
         if (sym < 0) {
             if (!ps->failed)
@@ -115,14 +122,40 @@ static int parse_binary(struct parser *ps, const char *ops, int (*operand)(struc
     }
 }
 
-static int parse_product(struct parser *ps) { return parse_binary(ps, "*/", parse_factor); }
+static int parse_product(struct parser *ps) { return parse_binary(ps, "*/%", parse_factor); }
 static int parse_sum(struct parser *ps) { return parse_binary(ps, "+-", parse_product); }
+
+/* One comparison at most: a == b, a != b, a < b, a <= b, a > b, a >= b
+ * (kinds '=', '!', '<', 'l', '>', 'g'), 1 when it holds, else 0. */
+static int parse_compare(struct parser *ps)
+{
+    int left = parse_sum(ps);
+    skip_space(ps);
+    static const struct { const char *text; char kind; } ops[] = {
+        { "==", '=' }, { "!=", '!' }, { "<=", 'l' }, { ">=", 'g' }, { "<", '<' }, { ">", '>' },
+    };
+    if (left < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t len = strlen(ops[i].text);
+        if (strncmp(ps->p, ops[i].text, len) != 0)
+            continue;
+        ps->p += len;
+        int right = parse_sum(ps), n = right < 0 ? -1 : new_node(ps, ops[i].kind);
+        if (n >= 0) {
+            ps->a->node[n].left = left;
+            ps->a->node[n].right = right;
+        }
+        return n;
+    }
+    return left;
+}
 
 int ast_parse(const char *text, ast_lookup lookup, void *ctx, struct ast *out, char *err, size_t errn)
 {
     struct parser ps = { text, lookup, ctx, out, err, errn, 0 };
     out->n = 0;
-    out->root = parse_sum(&ps);
+    out->root = parse_compare(&ps);
     skip_space(&ps);
     if (out->root >= 0 && *ps.p)
         return perr(&ps, "unexpected text", ps.p);
@@ -139,6 +172,10 @@ static int to_expr(const struct ast *a, int i, struct expr *out, char *err, size
     if (n->kind == 's') {
         *out = expr_sym(n->sym);
         return 0;
+    }
+    if (!strchr("+-*/", n->kind)) {
+        snprintf(err, errn, "a shape uses only + - * / (no %s)", ast_kind_text(n->kind));
+        return -1;
     }
     struct expr l, r;
     if (to_expr(a, n->left, &l, err, errn) || to_expr(a, n->right, &r, err, errn))
@@ -163,10 +200,12 @@ static int to_c(const struct ast *a, int i, const char *const *names, const char
         return snprintf(buf, n, "%lld", (long long)nd->num);
     if (nd->kind == 's')
         return snprintf(buf, n, "%s", names[nd->sym]);
-    char l[512], r[512];
-    if (to_c(a, nd->left, names, div, l, sizeof l) < 0 || to_c(a, nd->right, names, div, r, sizeof r) < 0)
+    char l[512], r[512] = "";
+    if (to_c(a, nd->left, names, div, l, sizeof l) < 0 || (nd->right >= 0 && to_c(a, nd->right, names, div, r, sizeof r) < 0))
         return -1;
-    int w = nd->kind == '/' ? snprintf(buf, n, "%s(%s, %s)", div, l, r) : snprintf(buf, n, "(%s %c %s)", l, nd->kind, r);
+    int w = nd->kind == '/' ? snprintf(buf, n, "%s(%s, %s)", div, l, r)
+          : nd->kind == 'q' ? snprintf(buf, n, "sqrt((double)%s)", l)
+                            : snprintf(buf, n, "(%s %s %s)", l, ast_kind_text(nd->kind), r);
     return w < 0 || (size_t)w >= n ? -1 : w;
 }
 
@@ -191,6 +230,10 @@ static int eval(const struct ast *a, int i, const int64_t *values, const bool *k
         *out = values[n->sym];
         return 0;
     }
+    if (n->kind == 'q') {
+        snprintf(err, errn, "sqrt gives an f32 value, not an integer");
+        return -1;
+    }
     int64_t l, r;
     if (eval(a, n->left, values, known, &l, err, errn) || eval(a, n->right, values, known, &r, err, errn))
         return -1;
@@ -199,6 +242,19 @@ static int eval(const struct ast *a, int i, const int64_t *values, const bool *k
     case '+': bad = __builtin_add_overflow(l, r, out); break;
     case '-': bad = __builtin_sub_overflow(l, r, out); break;
     case '*': bad = __builtin_mul_overflow(l, r, out); break;
+    case '=': *out = l == r; break;
+    case '!': *out = l != r; break;
+    case '<': *out = l < r; break;
+    case 'l': *out = l <= r; break;
+    case '>': *out = l > r; break;
+    case 'g': *out = l >= r; break;
+    case '%':
+        if (r <= 0) {
+            snprintf(err, errn, "%lld %% %lld: the divisor must be positive", (long long)l, (long long)r);
+            return -1;
+        }
+        *out = l % r;
+        break;
     default:
         if (r == 0 || l % r) {
             snprintf(err, errn, "%lld / %lld is not an exact integer division", (long long)l, (long long)r);
@@ -214,6 +270,32 @@ static int eval(const struct ast *a, int i, const int64_t *values, const bool *k
 int ast_eval(const struct ast *a, const int64_t *values, const bool *known, int64_t *out, char *err, size_t errn)
 {
     return eval(a, a->root, values, known, out, err, errn);
+}
+
+const char *ast_kind_text(char kind)
+{
+    switch (kind) {
+    case '=': return "==";
+    case '!': return "!=";
+    case 'l': return "<=";
+    case 'g': return ">=";
+    case '<': return "<";
+    case '>': return ">";
+    case '%': return "%";
+    case 'q': return "sqrt";
+    case '+': return "+";
+    case '-': return "-";
+    case '*': return "*";
+    default: return "/";
+    }
+}
+
+bool ast_has(const struct ast *a, const char *kinds)
+{
+    for (int i = 0; i < a->n; i++)
+        if (strchr(kinds, a->node[i].kind))
+            return true;
+    return false;
 }
 
 uint64_t ast_symbols(const struct ast *a)

@@ -1,6 +1,7 @@
-/* ast.h: the small arithmetic language of hyperparameter defaults and
- * tensor shapes in architecture descriptions: integers, names, + - * / and
- * parentheses. A parsed text becomes a polynomial (shapes; division only by
+/* ast.h: the small arithmetic language of hyperparameter defaults, tensor
+ * shapes and per-layer conditions in architecture descriptions: integers,
+ * names, + - * / % and parentheses, one comparison (== != < <= > >=, giving
+ * 1 or 0) and sqrt(...) (f32 values only). A parsed text becomes a polynomial (shapes; division only by
  * constants that divide exactly) or C code (defaults, where "/" is an exact
  * integer division checked at load time), or is evaluated directly. */
 #ifndef MINFER_COMPILER_AST_H
@@ -15,7 +16,8 @@
 #define AST_NODES 64
 
 struct ast_node {
-    char kind;        /* 'n' number, 's' symbol, or one of + - * / */
+    char kind;        /* 'n' number, 's' symbol, 'q' sqrt (of left), one of + - * / %, or a
+                         comparison: '=' ==, '!' !=, '<', 'l' <=, '>', 'g' >= */
     int64_t num;      /* 'n' */
     int sym;          /* 's': symbol id */
     int left, right;  /* operands of an operator */
@@ -41,6 +43,12 @@ int ast_to_c(const struct ast *a, const char *const *names, const char *div, cha
 /* Evaluates with concrete values; -1 on an unknown value, division by zero,
  * an inexact division or overflow (err says which). */
 int ast_eval(const struct ast *a, const int64_t *values, const bool *known, int64_t *out, char *err, size_t errn);
+
+/* The operator as written ("<=" for 'l'). */
+const char *ast_kind_text(char kind);
+
+/* Whether any node's kind is one of kinds. */
+bool ast_has(const struct ast *a, const char *kinds);
 
 /* Every symbol the text names, as a bit set over symbol ids. */
 uint64_t ast_symbols(const struct ast *a);

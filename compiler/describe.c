@@ -88,14 +88,21 @@ static int dsl_gguf(lua_State *L)
     return 1;
 }
 
-/* derived(text) and array_length(key) */
+/* derived(text [, opts]) and array_length(key) */
 static int dsl_derived(lua_State *L)
 {
     const char *text = luaL_checkstring(L, 1);
-    luaL_argcheck(L, lua_gettop(L) == 1, 2, "derived takes one expression");
+    luaL_argcheck(L, lua_gettop(L) <= 2, 3, "derived takes an expression and an options table");
+    if (!lua_isnoneornil(L, 2))
+        luaL_checktype(L, 2, LUA_TTABLE);
+    bool has_opts = !lua_isnoneornil(L, 2);
     new_descriptor(L, "derived");
     lua_pushstring(L, text);
     lua_setfield(L, -2, "expr");
+    if (has_opts) {
+        lua_pushvalue(L, 2);
+        lua_setfield(L, -2, "opts");
+    }
     return 1;
 }
 
@@ -345,9 +352,9 @@ static int read_hparam(struct reader *r, const struct entry *en)
         }
     }
     lua_pop(L, 1);
-    if (hp->kind == HP_FLOAT && hp->source != HP_GGUF)
-        return rfail(r, en->line, "hparam '%s': only gguf(...) values can have type f32", en->name);
-    if (hp->kind == HP_FLOAT) {
+    if (hp->kind == HP_FLOAT && hp->source == HP_ARRAY_LENGTH)
+        return rfail(r, en->line, "hparam '%s': an array length is an integer, not f32", en->name);
+    if (hp->kind == HP_FLOAT && hp->source == HP_GGUF) {
         if (def && !has_fdef)
             return rfail(r, en->line, "hparam '%s': an f32 default must be a number, got \"%s\"", en->name, def);
         hp->has_default = has_fdef;
@@ -363,6 +370,9 @@ static int read_hparam(struct reader *r, const struct entry *en)
             return rfail(r, en->line, "hparam '%s': default: %s", en->name, err);
         if (ast_symbols(&hp->def) & (1ull << IR_SYM_NT))
             return rfail(r, en->line, "hparam '%s': a default cannot depend on the token count nt", en->name);
+        if (hp->kind == HP_INT && ast_has(&hp->def, "q"))
+            return rfail(r, en->line, "hparam '%s': sqrt(...) makes an f32 value: declare it with { type = \"f32\" }",
+                         en->name);
         hp->has_default = true;
         snprintf(hp->def_text, sizeof hp->def_text, "%s", def);
     }

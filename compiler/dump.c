@@ -24,6 +24,12 @@ static void node_args(FILE *f, const struct ir *ir, const struct ir_node *n)
         fprintf(f, ", %s", ir->hp[n->eps].name);
     if (n->rope_base >= 0)
         fprintf(f, ", %s", ir->hp[n->rope_base].name);
+    if (n->scale >= 0)
+        fprintf(f, ", %s", ir->hp[n->scale].name);
+    if (n->window >= 0)
+        fprintf(f, ", window %s", ir->hp[n->window].name);
+    if (n->op == OP_GLU || n->op == OP_FFN_GLU)
+        fprintf(f, ", %s", n->glu == GLU_GELU ? "gelu" : "silu");
 }
 
 void dump_ir(FILE *f, const struct ir *ir, const char *title)
@@ -54,6 +60,19 @@ void dump_ir(FILE *f, const struct ir *ir, const char *title)
     }
     for (int i = 0; i < ir->n_carried; i++)
         fprintf(f, "carried %d: %%%d -> %%%d each layer\n", i, ir->carried_init[i], ir->carried_out[i]);
+    for (int i = 0; i < ir->n_hp; i++) {
+        const struct ir_hparam *h = &ir->hp[i];
+        char a[48], b[48];
+        if (h->source != HP_LAYER)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            if (h->choice_hp[k] >= 0)
+                snprintf(k ? b : a, 48, "%s", ir->hp[h->choice_hp[k]].name);
+            else
+                snprintf(k ? b : a, 48, "%.17g", h->choice_c[k]);
+        }
+        fprintf(f, "%s: %s where %s, else %s (line %d)\n", h->name, a, h->def_text, b, h->line);
+    }
     fprintf(f, "result: %%%d\n", ir->result);
 }
 

@@ -165,6 +165,12 @@ static void read_code(const struct ir *ir, int i, const char *preset, struct tsc
     struct names dn; /* defaults refer to values already read, never to constants */
     ir_symbol_names(ir, dn.v, "hp->", dn.storage);
 #define LINE(...) (snprintf(line, sizeof line, __VA_ARGS__), tscope_set(tscope_add(root, "reads"), "code", "%s", line))
+    if (h->kind == HP_FLOAT && h->source == HP_DERIVED) {
+        char def[512];
+        ast_to_c(&h->def, dn.v, "HP_DIV", def, sizeof def);
+        LINE("    hp->%s = (float)%s; /* %s */", h->name, def, h->def_text);
+        return;
+    }
     if (h->kind == HP_FLOAT) {
         if (h->has_default)
             LINE("    if ((rc = hp_float(&r, \"%s\", false, &hp->%s)) < 0)\n        return -1;\n    if (rc == 0)\n"
@@ -197,6 +203,8 @@ static void add_hparams(const struct ir *ir, const char *preset, struct tscope *
 {
     for (int i = 0; i < ir->n_hp; i++) {
         const struct ir_hparam *h = &ir->hp[i];
+        if (h->source == HP_LAYER) /* not in the file: the builder's loop forms it (layer_values) */
+            continue;
         struct tscope *s = tscope_add(root, "hparams");
         tscope_set(s, "ctype", "%s", h->kind == HP_FLOAT ? "float" : "int64_t");
         tscope_set(s, "key", "%s", h->key);
@@ -246,6 +254,45 @@ static void weight_code(const struct ir *ir, int t, char *buf, size_t n)
         snprintf(buf, n, "%s->%s", ir->t[t].per_layer ? "L" : "w", ir->t[t].field);
 }
 
+/* A parameter's value in the builder: the hyperparameter, or the
+ * per-layer value's local variable. */
+static const char *value_code(const struct ir *ir, int i, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s", ir->hp[i].source == HP_LAYER ? "" : "hp->", ir->hp[i].name);
+    return buf;
+}
+
+/* The declarations of the per-layer values at the top of the loop body:
+ * `const float layer_value0 = (cond) ? a : b;` */
+static int add_layer_values(const struct ir *ir, const struct names *nm, struct tscope *root)
+{
+    for (int i = 0; i < ir->n_hp; i++) {
+        const struct ir_hparam *h = &ir->hp[i];
+        bool used = false;
+        for (int j = 0; j < ir->n_node; j++) {
+            const struct ir_node *x = &ir->node[j];
+            used = used || (!x->dead && (x->eps == i || x->rope_base == i || x->scale == i || x->window == i));
+        }
+        if (h->source != HP_LAYER || !used)
+            continue;
+        char cond[512], c[2][96];
+        if (ast_to_c(&h->def, nm->v, "", cond, sizeof cond) < 0)
+            return -1;
+        for (int k = 0; k < 2; k++) {
+            if (h->choice_hp[k] >= 0)
+                value_code(ir, h->choice_hp[k], c[k], sizeof c[k]);
+            else if (h->kind == HP_FLOAT)
+                snprintf(c[k], sizeof c[k], "(float)%.17g", h->choice_c[k]);
+            else
+                snprintf(c[k], sizeof c[k], "INT64_C(%lld)", (long long)h->choice_c[k]);
+        }
+        tscope_set(tscope_add(root, "layer_values"), "code",
+                   "#line %d \"%s\"\n        const %s %s = %s ? %s : %s; /* %s */\n" LINE_RESET, h->line, ir->file,
+                   h->kind == HP_FLOAT ? "float" : "int64_t", h->name, cond, c[0], c[1], h->def_text);
+    }
+    return 0;
+}
+
 /* Appends ", .name = value" to buf. */
 #define PARAM(...) (len += (size_t)snprintf(p + len, sizeof p - len, __VA_ARGS__))
 
@@ -253,7 +300,7 @@ static void weight_code(const struct ir *ir, int t, char *buf, size_t n)
  * op uses (its row of the op table says which). */
 static int params_code(const struct ir *ir, const struct names *nm, const struct ir_node *x, char *out, size_t n)
 {
-    char p[1024] = "", a[64], b[64], c[64];
+    char p[1024] = "", a[64], b[64], c[64], v[48];
     size_t len = 0;
     const struct op_info *info = op_info(x->op);
     if (info->n_w) {
@@ -267,10 +314,16 @@ static int params_code(const struct ir *ir, const struct names *nm, const struct
         PARAM(info->n_bias == 1 ? ".bias = { %s }, " : ".bias = { %s, %s, %s }, ", a, b, c);
     }
     if (x->eps >= 0)
-        PARAM(".eps = hp->%s, ", ir->hp[x->eps].name);
+        PARAM(".eps = %s, ", value_code(ir, x->eps, v, sizeof v));
     if (x->rope_base >= 0)
-        PARAM(".rope_base = hp->%s, .rope_style = %s, ", ir->hp[x->rope_base].name,
+        PARAM(".rope_base = %s, .rope_style = %s, ", value_code(ir, x->rope_base, v, sizeof v),
               x->rope_style == ROPE_NORMAL ? "ROPE_NORMAL" : "ROPE_NEOX");
+    if (x->scale >= 0)
+        PARAM(".scale = %s, ", value_code(ir, x->scale, v, sizeof v));
+    if (x->window >= 0)
+        PARAM(".window = %s, ", value_code(ir, x->window, v, sizeof v));
+    if ((x->op == OP_GLU || x->op == OP_FFN_GLU) && x->glu == GLU_GELU)
+        PARAM(".glu = GLU_GELU, ");
     if (x->op == OP_HEADS) {
         char d[256];
         if (expr_code(nm, &x->head_dim, d, sizeof d))
@@ -422,6 +475,8 @@ int emit_arch(const struct ir *ir, const struct plan *plan, const char *prefix, 
     add_tensors(ir, &nm, root);
     add_cpu_kernels(ir, root);
     int rc = add_graph(ir, plan, &nm, root, e);
+    if (!rc && add_layer_values(ir, &nm, root))
+        rc = fail(e, "%s: a per-layer value's code is too long", ir->file);
     if (!rc)
         rc = render_to(templates, "arch.h.tmpl", root, outdir, "arch.h", prefix, e) ||
              render_to(templates, "model.c.tmpl", root, outdir, "model.c", prefix, e) ||

@@ -38,24 +38,26 @@ static bool matmul_bias(struct ir *ir, int i)
     return true;
 }
 
-/* MUL(SILU(a), b) or MUL(b, SILU(a)) -> SWIGLU(a, b) */
-static bool silu_mul(struct ir *ir, int i)
+/* MUL(SILU(a), b) or MUL(b, SILU(a)) -> GLU(a, b; SiLU), and the same
+ * for GELU */
+static bool gate_mul(struct ir *ir, int i)
 {
     struct ir_node *n = N(ir, i);
     for (int side = 0; side < 2; side++) {
-        int s = n->src[side], other = n->src[1 - side];
-        if (N(ir, s)->op == OP_SILU && only_read_by(ir, s, i)) {
-            n->op = OP_SWIGLU;
+        int s = n->src[side], other = n->src[1 - side], op = N(ir, s)->op;
+        if ((op == OP_SILU || op == OP_GELU) && only_read_by(ir, s, i)) {
+            n->op = OP_GLU;
+            n->glu = op == OP_SILU ? GLU_SILU : GLU_GELU;
             n->src[0] = N(ir, s)->src[0];
             n->src[1] = other;
-            absorb(ir, s, "silu_mul", i);
+            absorb(ir, s, "gate_mul", i);
             return true;
         }
     }
     return false;
 }
 
-/* SWIGLU(MATMUL(x, wg), MATMUL(x, wu)) -> FFN_SWIGLU(x; wg, wu) */
+/* GLU(MATMUL(x, wg), MATMUL(x, wu)) -> FFN_GLU(x; wg, wu), the same gate */
 static bool gate_up_pair(struct ir *ir, int i)
 {
     struct ir_node *n = N(ir, i);
@@ -64,7 +66,7 @@ static bool gate_up_pair(struct ir *ir, int i)
     if (gn->op != OP_MATMUL || un->op != OP_MATMUL || gn->src[0] != un->src[0] || gn->bias[0] >= 0 ||
         un->bias[0] >= 0 || !only_read_by(ir, g, i) || !only_read_by(ir, u, i))
         return false;
-    n->op = OP_FFN_SWIGLU;
+    n->op = OP_FFN_GLU;
     n->n_src = 1;
     n->src[0] = gn->src[0];
     n->weight[0] = gn->weight[0];
@@ -160,8 +162,8 @@ static bool norm_q8(struct ir *ir, int i)
 
 const struct fusion_rule fusion_rules[] = {
     { "matmul_bias", OP_ADD_BIAS, matmul_bias, "bias add becomes the matmul's epilogue" },
-    { "silu_mul", OP_MUL, silu_mul, "silu(a) * b becomes one SWIGLU" },
-    { "gate_up_pair", OP_SWIGLU, gate_up_pair, "gate and up matmuls of one input and their SWIGLU: one paired matmul" },
+    { "gate_mul", OP_MUL, gate_mul, "silu(a) * b or gelu(a) * b becomes one GLU" },
+    { "gate_up_pair", OP_GLU, gate_up_pair, "gate and up matmuls of one input and their GLU: one paired matmul" },
     { "head_norm_rope", OP_ROPE, head_norm_rope, "per-head norm then RoPE in one op" },
     { "residual_epilogue", OP_ADD, residual_epilogue, "matmul followed by the residual add: the add is its epilogue" },
     { "qkv", OP_MATMUL, qkv, "Q, K and V matmuls of one input: one op, one read of the input" },

@@ -18,7 +18,7 @@ void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const
         if (i < ir->n_hp)
             snprintf(storage[i], 48, "%s%s", prefix, ir->hp[i].name);
         else
-            snprintf(storage[i], 48, i == IR_SYM_NT ? "nt" : i == IR_SYM_NOUT ? "n_out" : "sym%d", i);
+            snprintf(storage[i], 48, i == IR_SYM_NT ? "nt" : i == IR_SYM_NOUT ? "n_out" : i == IR_SYM_LAYER ? "layer" : "sym%d", i);
         names[i] = storage[i];
     }
 }
@@ -29,6 +29,7 @@ void ir_code_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], char st
     for (int i = 0; i < ir->n_hp; i++)
         if (ir->hp[i].fixed)
             snprintf(storage[i], 48, "INT64_C(%lld)", (long long)ir->hp[i].value);
+    snprintf(storage[IR_SYM_LAYER], 48, "(int64_t)il"); /* the builder's loop variable */
 }
 
 void ir_shape_text(const struct ir *ir, const struct ir_node *n, char *buf, size_t size)

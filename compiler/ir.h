@@ -17,12 +17,13 @@
 #define IR_MAX_CARRIED 4
 #define IR_SYM_NT (EXPR_SYMBOLS - 1)   /* the token count: a shape symbol that is not a hyperparameter */
 #define IR_SYM_NOUT (EXPR_SYMBOLS - 2) /* the tokens whose logits are wanted (1 while generating, nt for perplexity) */
+#define IR_SYM_LAYER (EXPR_SYMBOLS - 3) /* the layer's index, in per-layer conditions only */
 
 /* Compiler-only pseudo-op: a loop body's view of a carried value. */
 #define IR_OP_CARRY OP_COUNT
 
 enum hp_kind { HP_INT, HP_FLOAT };
-enum hp_source { HP_GGUF, HP_ARRAY_LENGTH, HP_DERIVED };
+enum hp_source { HP_GGUF, HP_ARRAY_LENGTH, HP_DERIVED, HP_LAYER };
 enum region { REGION_PRE, REGION_BODY, REGION_POST };
 
 struct ir_hparam {
@@ -31,10 +32,15 @@ struct ir_hparam {
     enum hp_source source;
     char key[128];      /* GGUF key with {arch} substituted (HP_GGUF, HP_ARRAY_LENGTH) */
     bool has_default;   /* absent key: use def / fdef */
-    struct ast def;     /* integer default or derivation */
+    struct ast def;     /* integer default or derivation (HP_LAYER: the condition) */
     char def_text[96];
     double fdef;        /* float default */
     int line;
+    /* HP_LAYER (g.per_layer, not read from the file): choice 0 on the layers
+     * where the condition holds, choice 1 on the others; each a
+     * hyperparameter (choice_hp >= 0) or the constant choice_c */
+    int choice_hp[2];
+    double choice_c[2];
     /* specialization: a concrete value, when compiling for one model */
     bool fixed;
     int64_t value;
@@ -62,6 +68,9 @@ struct ir_node {
     struct expr ne[4];
     int dtype;            /* enum act_type */
     int eps, rope_base;   /* float hyperparameters, or -1 */
+    int scale;            /* SCALE: a float hyperparameter */
+    int window;           /* ATTENTION: an integer hyperparameter, or -1 (all positions) */
+    int glu;              /* GLU, FFN_GLU: enum glu_gate */
     struct expr head_dim; /* HEADS */
     int rope_style;       /* ROPE, HEAD_NORM_ROPE: enum rope_style */
     int part;             /* PART: which output of its producer */

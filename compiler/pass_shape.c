@@ -176,7 +176,7 @@ static int infer(struct ctx *c, struct ir_node *n)
         return 0;
     case OP_MATMUL_QKV:
         return matmul_shape(c, n, n->weight[0], n->bias[0], s0);
-    case OP_FFN_SWIGLU:
+    case OP_FFN_GLU:
         if (matmul_shape(c, n, n->weight[0], -1, s0))
             return -1;
         return want_weight_dim(c, n, n->weight[1], 1, &n->ne[0], "the gate's output size");
@@ -184,7 +184,7 @@ static int infer(struct ctx *c, struct ir_node *n)
         return 0; /* set by the fusion that made it */
     case OP_ADD:
     case OP_MUL:
-    case OP_SWIGLU: {
+    case OP_GLU: {
         if (want_dims(c, n, s0, s0->n_dims ? s0->n_dims : 1, "a") || want_dims(c, n, s1, s0->n_dims, "b"))
             return -1;
         if (!same_shape(s0, s1)) {
@@ -207,6 +207,8 @@ static int infer(struct ctx *c, struct ir_node *n)
         return 0;
     }
     case OP_SILU:
+    case OP_GELU:
+    case OP_SCALE:
         if (want_dims(c, n, s0, s0->n_dims ? s0->n_dims : 1, "input"))
             return -1;
         copy_shape(n, s0);

@@ -83,15 +83,26 @@ static int check_weight(lua_State *L, int arg, const char *fn, bool optional_ok)
     return *p;
 }
 
-static int check_hparam(lua_State *L, int arg, const char *fn, enum hp_kind kind)
+/* An op's parameter: a hyperparameter of the kind, or (per_layer_ok) a
+ * value of g.per_layer. Sizes and counts must be the same on every layer. */
+static int check_value(lua_State *L, int arg, const char *fn, enum hp_kind kind, bool per_layer_ok)
 {
     int *p = luaL_testudata(L, arg, HPARAM_MT);
     const struct ir *ir = describe_ir(L);
     if (!p || ir->hp[*p].kind != kind)
-        luaL_error(L, "g.%s: argument %d must be %s hyperparameter (hp.name), got %s", fn, arg,
-                   kind == HP_FLOAT ? "an f32" : "an integer",
+        luaL_error(L, "g.%s: argument %d must be %s hyperparameter (hp.name%s), got %s", fn, arg,
+                   kind == HP_FLOAT ? "an f32" : "an integer", per_layer_ok ? " or g.per_layer(...)" : "",
                    p ? (kind == HP_FLOAT ? "an integer one" : "an f32 one") : luaL_typename(L, arg));
+    if (!per_layer_ok && ir->hp[*p].source == HP_LAYER)
+        luaL_error(L, "g.%s: argument %d must be the same on every layer, not a g.per_layer value", fn, arg);
+    if (ir->hp[*p].source == HP_LAYER && state(L)->region != REGION_BODY)
+        luaL_error(L, "g.%s: argument %d is a g.per_layer value, which only ops inside g.layers take", fn, arg);
     return *p;
+}
+
+static int check_hparam(lua_State *L, int arg, const char *fn, enum hp_kind kind)
+{
+    return check_value(L, arg, fn, kind, false);
 }
 
 /* Records a node and pushes its handle. */
@@ -113,6 +124,8 @@ static int record(lua_State *L, int op, int n_src, const int *src, int n_w, cons
     }
     n->eps = -1;
     n->rope_base = -1;
+    n->scale = -1;
+    n->window = -1;
     n->alias = -1;
     n->slot = -1;
     n->region = state(L)->region;
@@ -141,7 +154,7 @@ static int g_embed(lua_State *L)
 static int norm_like(lua_State *L, const char *fn, int op)
 {
     check_arity(L, fn, 3, "x, weight, eps");
-    int x = check_node(L, 1, fn), w = check_weight(L, 2, fn, false), eps = check_hparam(L, 3, fn, HP_FLOAT);
+    int x = check_node(L, 1, fn), w = check_weight(L, 2, fn, false), eps = check_value(L, 3, fn, HP_FLOAT, true);
     record(L, op, 1, &x, 1, &w);
     last_node(L)->eps = eps;
     return 1;
@@ -186,6 +199,23 @@ static int g_silu(lua_State *L)
     return 1;
 }
 
+static int g_gelu(lua_State *L)
+{
+    check_arity(L, "gelu", 1, "x");
+    int x = check_node(L, 1, "gelu");
+    record(L, OP_GELU, 1, &x, 0, NULL);
+    return 1;
+}
+
+static int g_scale(lua_State *L)
+{
+    check_arity(L, "scale", 2, "x, factor");
+    int x = check_node(L, 1, "scale"), f = check_value(L, 2, "scale", HP_FLOAT, true);
+    record(L, OP_SCALE, 1, &x, 0, NULL);
+    last_node(L)->scale = f;
+    return 1;
+}
+
 static int g_heads(lua_State *L)
 {
     check_arity(L, "heads", 2, "x, head size");
@@ -199,7 +229,7 @@ static int g_rope(lua_State *L)
 {
     if (lua_gettop(L) != 2 && lua_gettop(L) != 3)
         luaL_error(L, "g.rope takes 2 or 3 arguments (x, base[, \"neox\"|\"normal\"]), got %d", lua_gettop(L));
-    int x = check_node(L, 1, "rope"), base = check_hparam(L, 2, "rope", HP_FLOAT);
+    int x = check_node(L, 1, "rope"), base = check_value(L, 2, "rope", HP_FLOAT, true);
     int style = ROPE_NEOX;
     if (lua_gettop(L) == 3) {
         const char *s = lua_tostring(L, 3);
@@ -226,12 +256,83 @@ static int g_kv_store(lua_State *L)
 
 static int g_attention(lua_State *L)
 {
-    check_arity(L, "attention", 2, "q, kv_store result");
+    if (lua_gettop(L) != 2 && lua_gettop(L) != 3)
+        luaL_error(L, "g.attention takes 2 or 3 arguments (q, kv_store result[, window]), got %d", lua_gettop(L));
     int q = check_node(L, 1, "attention"), kv = check_node(L, 2, "attention");
     if (describe_ir(L)->node[kv].op != OP_KV_STORE)
         luaL_error(L, "g.attention: argument 2 must be the result of g.kv_store");
+    int window = lua_gettop(L) == 3 ? check_value(L, 3, "attention", HP_INT, true) : -1;
     int src[4] = { q, kv, describe_ir(L)->positions, describe_ir(L)->kv_len };
     record(L, OP_ATTENTION, 4, src, 0, NULL);
+    last_node(L)->window = window;
+    return 1;
+}
+
+static int lookup_condition(const char *name, void *ctx)
+{
+    const struct ir *ir = ctx;
+    if (strcmp(name, "layer") == 0)
+        return IR_SYM_LAYER;
+    int i = ir_find_hparam(ir, name);
+    return i >= 0 && ir->hp[i].kind == HP_INT && ir->hp[i].source != HP_LAYER ? i : -1;
+}
+
+/* One choice of g.per_layer: a hyperparameter or a number. Returns its
+ * kind, or -1 for an integer constant (which fits either). */
+static int choice(lua_State *L, int arg, struct ir_hparam *v, int k)
+{
+    const struct ir *ir = describe_ir(L);
+    int *p = luaL_testudata(L, arg, HPARAM_MT);
+    v->choice_hp[k] = p ? *p : -1;
+    if (p && ir->hp[*p].source == HP_LAYER)
+        luaL_error(L, "g.per_layer: argument %d is itself a g.per_layer value", arg);
+    if (p)
+        return (int)ir->hp[*p].kind;
+    if (lua_type(L, arg) != LUA_TNUMBER)
+        luaL_error(L, "g.per_layer: argument %d must be a hyperparameter (hp.name) or a number, got %s", arg,
+                   luaL_typename(L, arg));
+    v->choice_c[k] = lua_tonumber(L, arg);
+    return lua_isinteger(L, arg) ? -1 : (int)HP_FLOAT;
+}
+
+/* g.per_layer(condition, a, b): a on the layers where the condition holds,
+ * b on the others. The condition is text over integer hyperparameters and
+ * `layer` (the layer's index from 0): + - * %, one comparison. */
+static int g_per_layer(lua_State *L)
+{
+    check_arity(L, "per_layer", 3, "condition, value where it holds, value elsewhere");
+    struct ir *ir = describe_ir(L);
+    if (!state(L)->in_layers)
+        luaL_error(L, "g.per_layer: a per-layer value is made inside g.layers");
+    if (lua_type(L, 1) != LUA_TSTRING)
+        luaL_error(L, "g.per_layer: argument 1 must be a condition such as \"(layer + 1) %% 6 == 0\", got %s",
+                   luaL_typename(L, 1));
+    if (ir->n_hp == IR_MAX_HPARAMS)
+        luaL_error(L, "g.per_layer: more than %d hyperparameters and per-layer values", IR_MAX_HPARAMS);
+    struct ir_hparam *v = &ir->hp[ir->n_hp];
+    memset(v, 0, sizeof *v);
+    const char *text = lua_tostring(L, 1);
+    char err[160];
+    if (ast_parse(text, lookup_condition, ir, &v->def, err, sizeof err))
+        luaL_error(L, "g.per_layer: condition \"%s\": %s", text, err);
+    if (ast_has(&v->def, "q/"))
+        luaL_error(L, "g.per_layer: condition \"%s\": integers only, with + - * %% and a comparison (no / or sqrt)",
+                   text);
+    int a = choice(L, 2, v, 0), b = choice(L, 3, v, 1);
+    if (a >= 0 && b >= 0 && a != b)
+        luaL_error(L, "g.per_layer: the two values differ in kind (an integer and an f32)");
+    if ((a == HP_INT && b == HP_FLOAT) || (a == HP_FLOAT && b == HP_INT))
+        luaL_error(L, "g.per_layer: an integer value cannot have a fractional alternative");
+    v->kind = a == HP_FLOAT || b == HP_FLOAT ? HP_FLOAT : HP_INT;
+    v->source = HP_LAYER;
+    v->line = line_of_caller(L);
+    snprintf(v->def_text, sizeof v->def_text, "%s", text);
+    for (int k = 0;; k++) { /* a C name no hyperparameter has */
+        snprintf(v->name, sizeof v->name, "layer_value%d", k);
+        if (ir_find_hparam(ir, v->name) < 0)
+            break;
+    }
+    push_handle(L, HPARAM_MT, ir->n_hp++);
     return 1;
 }
 
@@ -351,7 +452,8 @@ static void push_g(lua_State *L)
         { "tokens", g_tokens },     { "embed", g_embed },         { "rms_norm", g_rms_norm }, { "matmul", g_matmul },
         { "add", g_add },           { "mul", g_mul },             { "add_bias", g_add_bias }, { "silu", g_silu },
         { "heads", g_heads },       { "head_norm", g_head_norm }, { "rope", g_rope },         { "kv_store", g_kv_store },
-        { "attention", g_attention }, { "outputs", g_outputs }, { "layers", g_layers }, { NULL, NULL },
+        { "attention", g_attention }, { "outputs", g_outputs }, { "layers", g_layers }, { "gelu", g_gelu },
+        { "scale", g_scale },       { "per_layer", g_per_layer }, { NULL, NULL },
     };
     luaL_newlib(L, ops);
     lua_newtable(L);

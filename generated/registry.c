@@ -5,6 +5,8 @@
 #include "arch_def.h"
 #include "cpu/cpu_dot.h"
 
+extern const struct arch_def gemma3_arch;
+extern const struct cpu_kernel gemma3_cpu_kernels[];
 extern const struct arch_def llama_arch;
 extern const struct cpu_kernel llama_cpu_kernels[];
 extern const struct arch_def qwen2_arch;
@@ -13,37 +15,41 @@ extern const struct arch_def qwen3_arch;
 extern const struct cpu_kernel qwen3_cpu_kernels[];
 
 const struct arch_def *const arch_registry[] = {
+    &gemma3_arch,
     &llama_arch,
     &qwen2_arch,
     &qwen3_arch,
 };
 
-const int arch_registry_count = 3;
+const int arch_registry_count = 4;
 
 /* Each architecture's CPU kernel instantiations (kernels_cpu.c). */
 const struct cpu_kernel_table cpu_kernel_tables[] = {
+    { "gemma3", gemma3_cpu_kernels },
     { "llama", llama_cpu_kernels },
     { "qwen2", qwen2_cpu_kernels },
     { "qwen3", qwen3_cpu_kernels },
 };
 
-const int cpu_kernel_table_count = 3;
+const int cpu_kernel_table_count = 4;
 
 #ifdef MINFER_CUDA
 #include "cuda/kernels.h"
 
+extern const struct cuda_kernel gemma3_cuda_kernels[];
 extern const struct cuda_kernel llama_cuda_kernels[];
 extern const struct cuda_kernel qwen2_cuda_kernels[];
 extern const struct cuda_kernel qwen3_cuda_kernels[];
 
 /* Each architecture's CUDA decode matmuls (kernels.cu). */
 const struct cuda_kernel_table cuda_kernel_tables[] = {
+    { "gemma3", gemma3_cuda_kernels },
     { "llama", llama_cuda_kernels },
     { "qwen2", qwen2_cuda_kernels },
     { "qwen3", qwen3_cuda_kernels },
 };
 
-const int cuda_kernel_table_count = 3;
+const int cuda_kernel_table_count = 4;
 #endif
 
 const struct arch_def *arch_find(const char *gguf_name, size_t len)

@@ -162,12 +162,14 @@ static int infer(struct graph *g, const struct node_desc *d, struct node *n)
             return -1;
         /* fall through */
     case OP_SILU:
+    case OP_GELU:
+    case OP_SCALE:
     same:
         set(n, a->n_dims, a->ne[0], a->ne[1], a->ne[2], ACT_F32);
         return 0;
     case OP_ADD:
     case OP_MUL:
-    case OP_SWIGLU:
+    case OP_GLU:
         if (memcmp(a->ne, b->ne, sizeof a->ne) != 0)
             return gfail(g, d, "operand shapes differ ([%lld, %lld] and [%lld, %lld])", (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0], (long long)b->ne[1]);
         set(n, a->n_dims, a->ne[0], a->ne[1], a->ne[2], ACT_F32);
@@ -186,7 +188,7 @@ static int infer(struct graph *g, const struct node_desc *d, struct node *n)
                 return -1;
         set(n, 2, d->p.w[0]->ne[1], a->ne[1], 1, ACT_F32);
         return 0;
-    case OP_FFN_SWIGLU:
+    case OP_FFN_GLU:
         if ((rows = matmul_rows(g, d, a, 0)) < 0 || matmul_rows(g, d, a, 1) < 0)
             return -1;
         if (d->p.w[1]->ne[1] != rows)
@@ -215,6 +217,8 @@ static int infer(struct graph *g, const struct node_desc *d, struct node *n)
         const struct node *k = &g->node[b->src[0]];
         if (b->op != OP_KV_STORE || need_input(g, d, 2, OP_POSITIONS) || need_input(g, d, 3, OP_KV_LEN))
             return b->op != OP_KV_STORE ? gfail(g, d, "source 1 must be a KV_STORE") : -1;
+        if (d->p.window < 0)
+            return gfail(g, d, "attention window %lld (0 for all positions)", (long long)d->p.window);
         if (a->ne[0] != k->ne[0] || a->ne[1] % k->ne[1])
             return gfail(g, d, "%lld query heads are not a multiple of %lld KV heads (or head sizes differ)", (long long)a->ne[1],
                          (long long)k->ne[1]);

@@ -13,16 +13,19 @@
 #include "graph_ops.h"
 #include "weights.h"
 
-#define GRAPH_ABI_VERSION 3 /* generated code states the version it was made for */
+#define GRAPH_ABI_VERSION 4 /* generated code states the version it was made for */
 
 /* An op's parameters; which ones it reads is its row in the op table. */
 struct op_params {
-    const struct weight *w[GRAPH_MAX_W];    /* weights (w0 of MATMUL, the gate and up of FFN_SWIGLU, ...) */
+    const struct weight *w[GRAPH_MAX_W];    /* weights (w0 of MATMUL, the gate and up of FFN_GLU, ...) */
     const struct weight *bias[GRAPH_MAX_W]; /* the matching biases, NULL when absent */
     float eps;                    /* norms */
     float rope_base;              /* ROPE, HEAD_NORM_ROPE */
     enum rope_style rope_style;   /* ROPE, HEAD_NORM_ROPE */
     int64_t head_dim;             /* HEADS */
+    float scale;                  /* SCALE */
+    int64_t window;               /* ATTENTION: positions each query sees, 0 = all (causal) */
+    enum glu_gate glu;            /* GLU, FFN_GLU */
     int part;                     /* PART: which output of its producer (1, 2) */
 };
 

@@ -37,17 +37,20 @@ enum op_kind {
     X(MUL,            OPK_COMPUTE, 2, 0, 0, 0, 0, "a * b, equal shapes") \
     X(ADD_BIAS,       OPK_INPLACE, 1, 0, 1, 0, 0, "x + bias per column, in place; an absent optional bias records no node") \
     X(SILU,           OPK_COMPUTE, 1, 0, 0, 0, 0, "x * sigmoid(x)") \
+    X(GELU,           OPK_COMPUTE, 1, 0, 0, 0, 0, "x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GELU, tanh approximation") \
+    X(SCALE,          OPK_COMPUTE, 1, 0, 0, 0, 0, "x * scale, a float parameter (Gemma's embedding times sqrt(n_embd))") \
     X(HEADS,          OPK_VIEW,    1, 0, 0, 0, 0, "view [d*h, nt] as [d, h, nt] (d = head_dim)") \
     X(HEAD_NORM,      OPK_COMPUTE, 1, 1, 0, 0, 0, "RMS norm of each d-vector of [d, h, nt], times w[d]") \
     X(ROPE,           OPK_COMPUTE, 2, 0, 0, 0, 0, "rotary embedding of [d, h, nt] at the positions (src1), in rope_style") \
     X(KV_STORE,       OPK_COMPUTE, 3, 0, 0, 0, 0, "k, v [d, h_kv, nt] into the layer's KV cache at the positions (src2)") \
     X(ATTENTION,      OPK_COMPUTE, 4, 0, 0, 0, 0, "causal GQA of q [d, h, nt] over the cache its KV_STORE (src1) filled, " \
-                                                   "at the positions (src2), up to KV_LEN (src3) -> [d*h, nt]") \
+                                                   "at the positions (src2), up to KV_LEN (src3), over the last `window` positions " \
+                                                   "when window > 0 -> [d*h, nt]") \
     X(OUTPUTS,        OPK_VIEW,    1, 0, 0, 0, 0, "the last n_out columns, the tokens whose logits are wanted: [ne0, n_out]") \
-    X(SWIGLU,         OPK_COMPUTE, 2, 0, 0, 1, 0, "silu(a) * b") \
+    X(GLU,            OPK_COMPUTE, 2, 0, 0, 1, 0, "gate(a) * b, gate SiLU (SwiGLU) or GELU (GeGLU) as p.glu says") \
     X(RMS_NORM_Q8,    OPK_COMPUTE, 1, 1, 0, 1, 0, "RMS_NORM that writes Q8_1 blocks for the matmuls reading it") \
     X(MATMUL_QKV,     OPK_COMPUTE, 1, 3, 3, 1, 1, "three matmuls of one input: out w0 (q), PART 1 w1 (k), PART 2 w2 (v)") \
-    X(FFN_SWIGLU,     OPK_COMPUTE, 1, 2, 0, 1, 1, "silu(w0^T x) * (w1^T x): gate and up as one paired matmul") \
+    X(FFN_GLU,        OPK_COMPUTE, 1, 2, 0, 1, 1, "gate(w0^T x) * (w1^T x) (GLU's gate): gate and up as one paired matmul") \
     X(MATMUL_ADD,     OPK_COMPUTE, 2, 1, 1, 1, 1, "w^T x (+ bias) + src1: the residual add as the matmul's epilogue") \
     X(HEAD_NORM_ROPE, OPK_COMPUTE, 2, 1, 0, 1, 0, "HEAD_NORM then ROPE at the positions (src1), in one pass") \
     X(PART,           OPK_PART,    1, 0, 0, 1, 0, "secondary output `part` of a multi-output fused node (src0)")
@@ -94,6 +97,12 @@ static inline bool op_is_view(int op) { return op_table[op].kind == OPK_VIEW; }
 enum rope_style {
     ROPE_NEOX,   /* i with i + d/2 (Qwen2, Qwen3) */
     ROPE_NORMAL, /* 2i with 2i + 1 (Llama as GGUF stores it) */
+};
+
+/* The gate of GLU and FFN_GLU. */
+enum glu_gate {
+    GLU_SILU, /* SwiGLU (Qwen, Llama) */
+    GLU_GELU, /* GeGLU with GELU's tanh approximation (Gemma) */
 };
 
 /* Element types of activations. */

@@ -30,6 +30,16 @@ static const struct preset presets[] = {
       { { "n_embd", 576 }, { "n_layer", 30 }, { "n_head", 9 }, { "n_head_kv", 3 }, { "head_dim", 64 },
         { "n_ff", 1536 }, { "n_vocab", 49152 }, { "n_ctx", 8192 }, { "eps", 1e-5 }, { "rope_base", 100000 } },
       10 },
+    { "gemma3-270m", "gemma3", "Gemma 3 270M (tied embeddings, a 512-token window on 5 layers of 6)", true,
+      { { "n_embd", 640 }, { "n_layer", 18 }, { "n_head", 4 }, { "n_head_kv", 1 }, { "head_dim", 256 },
+        { "n_ff", 2048 }, { "n_vocab", 262144 }, { "n_ctx", 32768 }, { "eps", 1e-6 }, { "rope_base", 1000000 },
+        { "sliding_window", 512 } },
+      11 },
+    { "gemma3-1b", "gemma3", "Gemma 3 1B (tied embeddings, a 512-token window on 5 layers of 6)", true,
+      { { "n_embd", 1152 }, { "n_layer", 26 }, { "n_head", 4 }, { "n_head_kv", 1 }, { "head_dim", 256 },
+        { "n_ff", 6912 }, { "n_vocab", 262144 }, { "n_ctx", 32768 }, { "eps", 1e-6 }, { "rope_base", 1000000 },
+        { "sliding_window", 512 } },
+      11 },
 };
 
 const struct preset *preset_find(const char *name)
@@ -40,4 +50,7 @@ const struct preset *preset_find(const char *name)
     return NULL;
 }
 
-const char *preset_names(void) { return "qwen3-8b, qwen3-0.6b, qwen2.5-0.5b, qwen2.5-7b, llama3-8b, smollm2-135m"; }
+const char *preset_names(void)
+{
+    return "qwen3-8b, qwen3-0.6b, qwen2.5-0.5b, qwen2.5-7b, llama3-8b, smollm2-135m, gemma3-270m, gemma3-1b";
+}

@@ -69,7 +69,7 @@ ParameterizedTest(struct arch_expect *x, compiler, ir_sizes_and_fusions)
     cr_assert_eq(count(fused, planned, " RMS_NORM_Q8 "), x->norm_q8, "%s", x->arch);
     cr_assert_eq(count(fused, planned, " RMS_NORM "), 0, "%s: an unfused norm", x->arch);
     cr_assert_eq(count(fused, planned, " MATMUL_ADD "), x->residual, "%s", x->arch);
-    cr_assert_eq(count(fused, planned, " FFN_SWIGLU "), x->gate_up, "%s", x->arch);
+    cr_assert_eq(count(fused, planned, " FFN_GLU "), x->gate_up, "%s", x->arch);
     cr_assert_eq(count(fused, planned, "[matmul_bias]"), 0, "%s: bias fusion is absorbed by qkv", x->arch);
     cr_assert_eq(count(fused, planned, " ROPE "), x->rope, "%s plain rope", x->arch);
     cr_assert_eq(count(fused, planned, " SILU "), 0, "%s", x->arch);
@@ -78,7 +78,7 @@ ParameterizedTest(struct arch_expect *x, compiler, ir_sizes_and_fusions)
     /* shapes, symbolically */
     cr_assert(strstr(traced, "ATTENTION      f32   [(n_head * head_dim), nt]"), "%s", x->arch);
     cr_assert(strstr(traced, "HEADS          f32   [head_dim, n_head_kv, nt]"), "%s", x->arch);
-    cr_assert(strstr(fused, "FFN_SWIGLU     f32   [n_ff, nt]"), "%s", x->arch);
+    cr_assert(strstr(fused, "FFN_GLU        f32   [n_ff, nt]"), "%s", x->arch);
     cr_assert(strstr(fused, "RMS_NORM_Q8    q8_1  [n_embd, nt]"), "%s", x->arch);
     cr_assert(strstr(fused, "MATMUL         f32   [n_vocab, n_out]"), "%s: logits of the tokens asked for", x->arch);
     cr_assert(strstr(traced, "%0   pre   POSITIONS      i32   [nt]") && strstr(traced, "%1   pre   KV_LEN         i32   [1]"),
@@ -93,8 +93,8 @@ Test(compiler, fusions_leave_lookalikes_alone)
     cr_assert_eq(compile(&out, "tests/compiler/good/fusion_negative.lua --dump-ir"), 0, "%s", out);
     const char *fused = section(out, "== after fusion"), *planned = section(out, "== after memory plan");
     cr_assert(strstr(fused, "nodes: 15 live of 15 recorded"), "%s", fused);
-    static const char *const absent[] = { "SWIGLU", "MATMUL_QKV", "RMS_NORM_Q8", "MATMUL_ADD", "FFN_SWIGLU",
-                                          "[silu_mul]", "[gate_up_pair]", "[qkv]", "[norm_q8]", "[residual_epilogue]",
+    static const char *const absent[] = { "GLU", "MATMUL_QKV", "RMS_NORM_Q8", "MATMUL_ADD", "FFN_GLU",
+                                          "[gate_mul]", "[gate_up_pair]", "[qkv]", "[norm_q8]", "[residual_epilogue]",
                                           "[matmul_bias]", "[head_norm_rope]" };
     for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
         cr_assert_eq(count(fused, planned, absent[i]), 0, "'%s' appeared in\n%s", absent[i], fused);
@@ -200,7 +200,7 @@ Test(compiler, specializing_fixes_the_shapes)
     char path[1024];
     snprintf(path, sizeof path, "%s/kernels_cpu.c", dir);
     char *k = slurp_file(path);
-    cr_assert(k && strstr(k, "{ OP_FFN_SWIGLU, 4096, 12288, cpu_dot_4096 },") &&
+    cr_assert(k && strstr(k, "{ OP_FFN_GLU, 4096, 12288, cpu_dot_4096 },") &&
               strstr(k, "{ OP_MATMUL_ADD, 12288, 4096, cpu_dot_12288 },") && strstr(k, "{ OP_MATMUL, 4096, 151936, cpu_dot_4096 },") &&
               strstr(k, "CPU_DOT_INSTANCE(12288)"), "%s", k);
     snprintf(path, sizeof path, "%s/kernels.cu", dir);

@@ -172,19 +172,26 @@ Test(cpu_ops, fused_matmuls_equal_their_parts)
     int q1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p = { .w = { wq }, .bias = { bq } } });
     int k1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wk } });
     int v1 = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wv } });
-    /* FFN_SWIGLU against matmul, matmul, silu, mul */
-    int ffn = add(&r, (struct node_desc){ .op = OP_FFN_SWIGLU, .src = { x, -1 }, .p.w = { wk, wv } });
+    /* FFN_GLU against matmul, matmul, silu, mul */
+    int ffn = add(&r, (struct node_desc){ .op = OP_FFN_GLU, .src = { x, -1 }, .p.w = { wk, wv } });
     int g = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wk } });
     int u = add(&r, (struct node_desc){ .op = OP_MATMUL, .src = { x, -1 }, .p.w = { wv } });
     int sg = add(&r, (struct node_desc){ .op = OP_SILU, .src = { g, -1 } });
     int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { sg, u } });
-    int sw = add(&r, (struct node_desc){ .op = OP_SWIGLU, .src = { g, u } });
+    int sw = add(&r, (struct node_desc){ .op = OP_GLU, .src = { g, u } });
+    /* and with GELU's gate */
+    int ffn_ge = add(&r, (struct node_desc){ .op = OP_FFN_GLU, .src = { x, -1 }, .p = { .w = { wk, wv }, .glu = GLU_GELU } });
+    int gg = add(&r, (struct node_desc){ .op = OP_GELU, .src = { g, -1 } });
+    int prod_ge = add(&r, (struct node_desc){ .op = OP_MUL, .src = { gg, u } });
+    int ge = add(&r, (struct node_desc){ .op = OP_GLU, .src = { g, u }, .p.glu = GLU_GELU });
     run(&r);
     cr_assert_eq(memcmp(data(&r, q), data(&r, q1), 64 * 4 * 4), 0, "q");
     cr_assert_eq(memcmp(data(&r, kk), data(&r, k1), 32 * 4 * 4), 0, "k");
     cr_assert_eq(memcmp(data(&r, vv), data(&r, v1), 32 * 4 * 4), 0, "v");
     cr_assert_eq(memcmp(data(&r, ffn), data(&r, prod), 32 * 4 * 4), 0, "ffn");
     cr_assert_eq(memcmp(data(&r, sw), data(&r, prod), 32 * 4 * 4), 0, "swiglu");
+    cr_assert_eq(memcmp(data(&r, ffn_ge), data(&r, prod_ge), 32 * 4 * 4), 0, "ffn with GELU");
+    cr_assert_eq(memcmp(data(&r, ge), data(&r, prod_ge), 32 * 4 * 4), 0, "geglu");
     for (int i = 0; i < 32 * 4; i++) {
         double gv = data(&r, g)[i], want = gv / (1 + exp(-gv)) * data(&r, u)[i];
         cr_assert_leq(fabs(data(&r, prod)[i] - want), 1e-5 * fabs(want) + 1e-7);
@@ -230,6 +237,8 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
     int sum = add(&r, (struct node_desc){ .op = OP_ADD, .src = { x, y } });
     int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { x, y } });
     int silu = add(&r, (struct node_desc){ .op = OP_SILU, .src = { x, -1 } });
+    int gelu = add(&r, (struct node_desc){ .op = OP_GELU, .src = { x, -1 } });
+    int scaled = add(&r, (struct node_desc){ .op = OP_SCALE, .src = { x, -1 }, .p.scale = 25.3f });
     int biased = add(&r, (struct node_desc){ .op = OP_ADD_BIAS, .src = { y, -1 }, .p.bias = { bias } });
     run(&r);
     cr_assert_eq(memcmp(data(&r, norm), data(&r, norm_q8), (size_t)k * 5 * 4), 0, "the CPU's RMS_NORM_Q8 writes f32");
@@ -248,6 +257,9 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
             cr_assert_eq(data(&r, prod)[c * k + i], xc[i] * yv[c * k + i]);
             double s = xc[i] / (1 + exp(-(double)xc[i]));
             cr_assert_leq(fabs(data(&r, silu)[c * k + i] - s), 1e-6 * fabs(s) + 1e-7, "silu");
+            double xd = xc[i], ge = 0.5 * xd * (1 + tanh(sqrt(2 / M_PI) * (xd + 0.044715 * xd * xd * xd)));
+            cr_assert_leq(fabs(data(&r, gelu)[c * k + i] - ge), 1e-6 * fabs(ge) + 1e-7, "gelu");
+            cr_assert_eq(data(&r, scaled)[c * k + i], xc[i] * 25.3f, "scale");
         }
         for (int64_t j = 0; j < h; j++) {
             double v[64], plain[64];
@@ -278,13 +290,15 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
 struct kv_case {
     enum kv_type type;
     double tolerance;
+    int64_t window; /* 0: every position; else the last `window` */
 };
 
-static struct kv_case kv_cases[] = { { KV_F32, 1e-5 }, { KV_F16, 2e-3 }, { KV_Q8_0, 2e-2 } };
+static struct kv_case kv_cases[] = { { KV_F32, 1e-5, 0 }, { KV_F16, 2e-3, 0 }, { KV_Q8_0, 2e-2, 0 },
+                                     { KV_F32, 1e-5, 3 }, { KV_F16, 2e-3, 1 } };
 
 ParameterizedTestParameters(cpu_ops, attention_matches_causal_softmax)
 {
-    return cr_make_param_array(struct kv_case, kv_cases, 3);
+    return cr_make_param_array(struct kv_case, kv_cases, sizeof kv_cases / sizeof kv_cases[0]);
 }
 
 ParameterizedTest(struct kv_case *kc, cpu_ops, attention_matches_causal_softmax)
@@ -300,28 +314,29 @@ ParameterizedTest(struct kv_case *kc, cpu_ops, attention_matches_causal_softmax)
     int k = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, kv), -1 }, .p.head_dim = d });
     int v = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { input(&r, d * hkv, vv), -1 }, .p.head_dim = d });
     int store = add(&r, (struct node_desc){ .op = OP_KV_STORE, .src = { k, v, r.pos } });
-    int att = add(&r, (struct node_desc){ .op = OP_ATTENTION, .src = { q, store, r.pos, r.kv_len } });
+    int att = add(&r, (struct node_desc){ .op = OP_ATTENTION, .src = { q, store, r.pos, r.kv_len }, .p.window = kc->window });
     run(&r);
     for (int64_t t = 0; t < nt; t++) {
+        const int64_t lo = kc->window && t >= kc->window ? t - kc->window + 1 : 0;
         for (int64_t j = 0; j < h; j++) {
             int64_t g = j / (h / hkv);
             double s[6], max = -INFINITY, sum = 0;
-            for (int64_t p = 0; p <= t; p++) {
+            for (int64_t p = lo; p <= t; p++) {
                 s[p] = 0;
                 for (int64_t i = 0; i < d; i++)
                     s[p] += (double)qv[(t * h + j) * d + i] * kv[(p * hkv + g) * d + i];
                 s[p] /= sqrt((double)d);
                 max = fmax(max, s[p]);
             }
-            for (int64_t p = 0; p <= t; p++)
+            for (int64_t p = lo; p <= t; p++)
                 sum += s[p] = exp(s[p] - max);
             for (int64_t i = 0; i < d; i++) {
                 double want = 0;
-                for (int64_t p = 0; p <= t; p++)
+                for (int64_t p = lo; p <= t; p++)
                     want += s[p] / sum * vv[(p * hkv + g) * d + i];
                 float got = data(&r, att)[(t * h + j) * d + i];
-                cr_assert_leq(fabs(got - want), kc->tolerance, "%s cache, token %lld head %lld: %g vs %g",
-                              kv_type_name(kc->type), (long long)t, (long long)j, (double)got, want);
+                cr_assert_leq(fabs(got - want), kc->tolerance, "%s cache, window %lld, token %lld head %lld: %g vs %g",
+                              kv_type_name(kc->type), (long long)kc->window, (long long)t, (long long)j, (double)got, want);
             }
         }
     }

@@ -1,4 +1,4 @@
-/* test_fixtures.c: minfer's CPU forward pass (Qwen2, Qwen3, Llama) against Hugging Face
+/* test_fixtures.c: minfer's CPU forward pass (Qwen2, Qwen3, Llama, Gemma 3) against Hugging Face
  * transformers (tests/fixtures/make_fixtures.py made the golden logits and
  * greedy tokens on the GPU machine). For each tiny model and weight type:
  * the logits at every position of the fixed sequence, the 32 greedy tokens
@@ -38,6 +38,8 @@ static struct fixture fixtures[] = {
     { "qwen3_untied", "q4_k", 1e-4 }, { "qwen3_wide", "f32", 1e-4 },  { "qwen3_wide", "f16", 1e-4 },
     { "qwen3_wide", "q8_0", 1e-4 },  { "qwen3_wide", "q4_k", 1e-4 },  { "llama_tied", "f32", 1e-4 },
     { "llama_tied", "f16", 1e-4 },   { "llama_tied", "q8_0", 1e-4 },  { "llama_tied", "q4_k", 1e-4 },
+    { "gemma3_tied", "f32", 1e-4 },  { "gemma3_tied", "f16", 1e-4 },  { "gemma3_tied", "q8_0", 1e-4 },
+    { "gemma3_tied", "q4_k", 1e-4 },
 };
 
 static const char *make_model(const struct fixture *f)

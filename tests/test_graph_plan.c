@@ -150,7 +150,7 @@ Test(graph_plan, an_unknown_architecture_is_named)
     struct error e;
     snprintf(cmd, sizeof cmd, "%s/tests/fuzz/corpus/small_model.gguf", src_dir());
     cr_assert_eq(model_open(&m, cmd, &e), -1);
-    cr_assert(strstr(e.msg, "architecture 'seedarch' is not compiled into this binary (it has: llama, qwen2, qwen3)"),
+    cr_assert(strstr(e.msg, "architecture 'seedarch' is not compiled into this binary (it has: gemma3, llama, qwen2, qwen3)"),
               "%s", e.msg);
 }
 
@@ -205,9 +205,9 @@ Test(synth, bad_requests_are_one_line_errors)
         const char *args, *expect;
     } cases[] = {
         { "synth -o x.gguf", "minfer: synth: give --preset (one of: qwen3-8b, qwen3-0.6b, qwen2.5-0.5b, qwen2.5-7b, "
-                             "llama3-8b, smollm2-135m) or --arch with --hparams\n" },
+                             "llama3-8b, smollm2-135m, gemma3-270m, gemma3-1b) or --arch with --hparams\n" },
         { "synth --preset qwen9 -o x.gguf", "minfer: synth: unknown preset 'qwen9' (known: qwen3-8b, qwen3-0.6b, "
-                                            "qwen2.5-0.5b, qwen2.5-7b, llama3-8b, smollm2-135m)\n" },
+                                            "qwen2.5-0.5b, qwen2.5-7b, llama3-8b, smollm2-135m, gemma3-270m, gemma3-1b)\n" },
         { "synth --arch qwen3 --hparams n_embd=64 -o /tmp/x.gguf",
           "minfer: synth: hyperparameter 'n_layer' (qwen3.block_count) is required: give it with --hparams\n" },
         { "synth --arch qwen2 --hparams head_dim=64 -o x.gguf",

@@ -1,10 +1,12 @@
-/* test_real_model.c: minfer on a real model against llama.cpp, a reference
+/* test_real_model.c: minfer on real models against llama.cpp, a reference
  * no one here wrote. tests/ref/llama_reference.py recorded, with
- * llama-cpp-python, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) on four texts with
- * teacher forcing (llama.cpp's tokens and its top-20 logits at each of 64
- * positions), sixteen greedy tokens after a chat prompt, and its perplexity
- * over the GPL-3 text. This suite needs the model (tools/fetch-model.sh, run
- * by tools/test.sh); it is its own binary, run on the release build only. */
+ * llama-cpp-python, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) and Gemma 3 270M
+ * (Q4_K_M) on four texts with teacher forcing (llama.cpp's tokens and its
+ * top-20 logits at each of 64 positions), sixteen greedy tokens after a
+ * chat prompt, and the perplexity over the GPL-3 text (Gemma's in windows
+ * of 1024, twice its sliding window). This suite needs the models
+ * (tools/fetch-model.sh, run by tools/test.sh); it is its own binary, run
+ * on the release build only. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
@@ -21,10 +23,6 @@
 #define POSITIONS 64
 #define TOP 20
 #define MAX_PROMPTS 4
-/* Measured on the 2-core VM (2026-11-29): argmax agrees at 254 of 256
- * positions (the two others are near-ties), mean KL 1.3e-3, worst single
- * position 2.7e-2; the bound leaves room for a different summation order. */
-#define KL_BOUND 5e-3
 
 struct top_entry {
     int32_t id;
@@ -39,7 +37,12 @@ struct prompt {
     struct top_entry top[POSITIONS][TOP]; /* llama.cpp's best 20, best first */
 };
 
-static struct {
+/* One model's fixture, and where the model is. */
+struct reference {
+    const char *fixture;  /* under tests/fixtures/data */
+    const char *env;      /* the variable that may name the model file */
+    double kl_bound;      /* mean KL over llama.cpp's top 20 (see the models below) */
+    double min_agree;     /* the share of positions whose argmax must equal llama.cpp's */
     char model[256];
     long long bytes;
     struct prompt p[MAX_PROMPTS];
@@ -48,15 +51,43 @@ static struct {
     int n_greedy_prompt, n_greedy;
     int ppl_ctx, ppl_windows;
     double ppl, ppl_err;
-} ref;
+    enum kv_type kv;      /* the KV cache llama.cpp had (f16 unless the model line says) */
+};
 
-static void read_fixture(void)
+/* The bounds leave room for a different summation order above what was
+ * measured on the 2-core VM. Qwen (2026-11-29): argmax agrees at 254 of 256
+ * positions (the two others are near-ties), mean KL 1.3e-3, worst position
+ * 2.7e-2. Gemma 3 270M (2026-11-30) is far more sensitive to rounding: its
+ * 262,144 logits crowd the top, and llama.cpp itself, with an f16 KV cache
+ * instead of f32, keeps its own argmax at only 241 of these 256 positions.
+ * minfer agrees at 243 (cpu) and 240 (cpu-fast), mean KL 5.5e-3 and
+ * 7.4e-3, and every disagreement is where llama.cpp's best leads its second
+ * by less than 0.37, so the bound there is 93%; at every position where
+ * llama.cpp's lead is wider than MARGIN the argmax must agree, for both
+ * models. (minfer's f32 CPU path equals, to 1e-4, a numpy transcription of
+ * transformers' Gemma 3 forward on these weights, and the tiny Gemma of
+ * tests/fixtures is checked against transformers itself.) */
+static struct reference refs[] = {
+    { .fixture = "qwen2.5-coder-0.5b.llama.txt", .env = "MINFER_MODEL", .kl_bound = 5e-3, .min_agree = 0.99 },
+    { .fixture = "gemma-3-270m.llama.txt", .env = "MINFER_GEMMA", .kl_bound = 1.5e-2, .min_agree = 0.93 },
+};
+#define MARGIN 0.5 /* logits between llama.cpp's two best beyond which the argmax must agree */
+#define N_MODELS 2
+
+static struct reference ref;
+
+static void read_fixture(int model)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/data/qwen2.5-coder-0.5b.llama.txt", src_dir());
+    ref = refs[model];
+    snprintf(path, sizeof path, "%s/tests/fixtures/data/%s", src_dir(), ref.fixture);
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(fscanf(f, "model %255s %lld %*s\n", ref.model, &ref.bytes), 2, "%s: model line", path);
+    char line[512], kv[8] = "f16";
+    cr_assert_not_null(fgets(line, sizeof line, f), "%s: model line", path);
+    cr_assert_geq(sscanf(line, "model %255s %lld %*s kv %7s", ref.model, &ref.bytes, kv), 2, "%s: model line", path);
+    cr_assert(strcmp(kv, "f16") == 0 || strcmp(kv, "f32") == 0, "%s: KV cache type %s", path, kv);
+    ref.kv = strcmp(kv, "f32") == 0 ? KV_F32 : KV_F16;
     char word[32];
     while (fscanf(f, "%31s", word) == 1) {
         if (strcmp(word, "prompt") == 0) {
@@ -97,11 +128,11 @@ static void read_fixture(void)
     cr_assert_gt(ref.ppl, 0);
 }
 
-/* The model: models/ under the source tree, or $MINFER_MODEL. */
+/* The model: models/ under the source tree, or the reference's variable. */
 static const char *model_path(void)
 {
     static char path[1024];
-    const char *env = getenv("MINFER_MODEL");
+    const char *env = getenv(ref.env);
     if (env)
         snprintf(path, sizeof path, "%s", env);
     else
@@ -113,13 +144,26 @@ static const char *model_path(void)
     return path;
 }
 
-static void fixture_init(void) { read_fixture(); }
+TestSuite(real_model, .timeout = 600);
 
-TestSuite(real_model, .init = fixture_init, .timeout = 600);
+/* What each test runs on: a model and a CPU device, the f32 reference or
+ * the fast path (Q8_1 activations, as llama.cpp's CPU path has too). */
+struct device {
+    int model;
+    char name[16];
+};
+static struct device devices[] = { { 0, "cpu" }, { 0, "cpu-fast" }, { 1, "cpu" }, { 1, "cpu-fast" } };
+static int models[N_MODELS] = { 0, 1 };
+
+ParameterizedTestParameters(real_model, tokens_equal_llama_cpp)
+{
+    return cr_make_param_array(int, models, N_MODELS);
+}
 
 /* minfer's tokenizer makes llama.cpp's tokens of each text. */
-Test(real_model, tokens_equal_llama_cpp)
+ParameterizedTest(int *model, real_model, tokens_equal_llama_cpp)
 {
+    read_fixture(*model);
     struct model m;
     struct tokenizer t;
     struct error e;
@@ -128,6 +172,8 @@ Test(real_model, tokens_equal_llama_cpp)
     for (int k = 0; k < ref.n_prompts; k++) {
         int32_t *ids = NULL;
         size_t n = 0, cap = 0;
+        if (t.add_bos) /* as llama.cpp's tokenize(add_bos = the vocabulary's flag) */
+            cr_assert_eq(tokenizer_push_bos(&t, &ids, &n, &cap, &e), 0, "%s", e.msg);
         cr_assert_eq(tokenizer_encode(&t, ref.p[k].text, strlen(ref.p[k].text), true, &ids, &n, &cap, &e), 0, "%s", e.msg);
         cr_assert_geq(n, POSITIONS);
         for (int i = 0; i < POSITIONS; i++)
@@ -150,13 +196,6 @@ static double log_sum_exp(const float *x, int64_t n)
     return max + log(s);
 }
 
-/* The CPU devices each test runs on: the f32 reference and the fast path
- * (Q8_1 activations, as llama.cpp's CPU path has too). */
-struct device {
-    char name[16];
-};
-static struct device devices[] = { { "cpu" }, { "cpu-fast" } };
-
 ParameterizedTestParameters(real_model, teacher_forced_logits_match_llama_cpp)
 {
     return cr_make_param_array(struct device, devices, sizeof devices / sizeof devices[0]);
@@ -170,11 +209,12 @@ ParameterizedTestParameters(real_model, teacher_forced_logits_match_llama_cpp)
  * not expected. */
 ParameterizedTest(struct device *device, real_model, teacher_forced_logits_match_llama_cpp)
 {
+    read_fixture(device->model);
     struct model m;
     struct error e;
     cr_assert_eq(model_open(&m, model_path(), &e), 0, "%s", e.msg);
     struct engine en;
-    struct engine_config cfg = { .n_ctx = POSITIONS, .n_batch = POSITIONS, .kv_type = KV_F16, .logits_all = true,
+    struct engine_config cfg = { .n_ctx = POSITIONS, .n_batch = POSITIONS, .kv_type = ref.kv, .logits_all = true,
                                  .device = device->name };
     cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
     int64_t nv = en.n_vocab;
@@ -189,7 +229,11 @@ ParameterizedTest(struct device *device, real_model, teacher_forced_logits_match
         double prompt_kl = 0;
         for (int i = 0; i < POSITIONS; i++) {
             const float *row = logits + (size_t)i * (size_t)nv;
-            prompt_agree += argmax(row, nv) == p->top[i][0].id;
+            const bool same = argmax(row, nv) == p->top[i][0].id;
+            prompt_agree += same;
+            cr_expect(same || p->top[i][0].logit - p->top[i][1].logit < MARGIN,
+                      "%s, %s position %d: argmax %d, llama.cpp's %d leads its second by %.3f", device->name, p->name, i,
+                      argmax(row, nv), p->top[i][0].id, p->top[i][0].logit - p->top[i][1].logit);
             double lse = log_sum_exp(row, nv), kl = 0;
             for (int t = 0; t < TOP; t++) {
                 double lp = p->top[i][t].logit - p->lse[i], lq = row[p->top[i][t].id] - lse;
@@ -198,17 +242,17 @@ ParameterizedTest(struct device *device, real_model, teacher_forced_logits_match
             prompt_kl += kl;
             kl_max = fmax(kl_max, kl);
         }
-        cr_log_info("%s, %s: argmax agrees at %d of %d positions, mean KL over the top %d %.2e", device->name, p->name,
-                    prompt_agree, POSITIONS, TOP, prompt_kl / POSITIONS);
+        cr_log_info("%s, %s, %s: argmax agrees at %d of %d positions, mean KL over the top %d %.2e", ref.model,
+                    device->name, p->name, prompt_agree, POSITIONS, TOP, prompt_kl / POSITIONS);
         agree += prompt_agree;
         total += POSITIONS;
         kl_sum += prompt_kl;
     }
     double kl_mean = kl_sum / total;
-    cr_log_info("%s, all: argmax agrees at %d of %d, mean KL %.2e, worst position %.2e", device->name, agree, total, kl_mean,
-                kl_max);
-    cr_assert_geq(agree, (int)ceil(0.99 * total), "argmax agrees at only %d of %d positions", agree, total);
-    cr_assert_leq(kl_mean, KL_BOUND, "mean KL over llama.cpp's top 20 is %.3g, above %.3g", kl_mean, KL_BOUND);
+    cr_log_info("%s, %s, all: argmax agrees at %d of %d, mean KL %.2e, worst position %.2e", ref.model, device->name,
+                agree, total, kl_mean, kl_max);
+    cr_assert_geq(agree, (int)ceil(ref.min_agree * total), "argmax agrees at only %d of %d positions", agree, total);
+    cr_assert_leq(kl_mean, ref.kl_bound, "mean KL over llama.cpp's top 20 is %.3g, above %.3g", kl_mean, ref.kl_bound);
     free(logits);
     engine_free(&en);
     model_close(&m);
@@ -222,11 +266,12 @@ ParameterizedTestParameters(real_model, greedy_tokens_equal_llama_cpp)
 /* Greedy decoding after the chat prompt: llama.cpp's first sixteen tokens. */
 ParameterizedTest(struct device *device, real_model, greedy_tokens_equal_llama_cpp)
 {
+    read_fixture(device->model);
     struct model m;
     struct error e;
     cr_assert_eq(model_open(&m, model_path(), &e), 0, "%s", e.msg);
     struct engine en;
-    struct engine_config cfg = { .n_ctx = 256, .n_batch = 128, .kv_type = KV_F16, .device = device->name };
+    struct engine_config cfg = { .n_ctx = 256, .n_batch = 128, .kv_type = ref.kv, .device = device->name };
     cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
     cr_assert_eq(engine_eval(&en, ref.greedy_prompt, ref.n_greedy_prompt, &e), 0, "%s", e.msg);
     for (int i = 0; i < ref.n_greedy; i++) {
@@ -246,14 +291,16 @@ ParameterizedTestParameters(real_model, perplexity_within_one_percent_of_llama_c
 /* `minfer perplexity` over the corpus: within 1% of llama.cpp's. */
 ParameterizedTest(struct device *device, real_model, perplexity_within_one_percent_of_llama_cpp)
 {
+    read_fixture(device->model);
     char cmd[2048], *out;
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f /usr/share/common-licenses/GPL-3 -c %d --device %s 2>&1",
-             minfer_bin(), model_path(), ref.ppl_ctx, device->name);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f /usr/share/common-licenses/GPL-3 -c %d --cache-type %s --device %s 2>&1",
+             minfer_bin(), model_path(), ref.ppl_ctx, kv_type_name(ref.kv), device->name);
     cr_assert_eq(run_cmd(cmd, &out), 0, "%s\n%s", cmd, out);
     const char *at = strstr(out, "Final estimate: PPL = ");
     cr_assert_not_null(at, "%s", out);
     double ppl = atof(at + strlen("Final estimate: PPL = "));
-    cr_log_info("%s: perplexity %.4f, llama.cpp %.4f (%+.2f%%)", device->name, ppl, ref.ppl, 100 * (ppl / ref.ppl - 1));
+    cr_log_info("%s, %s: perplexity %.4f, llama.cpp %.4f (%+.2f%%)", ref.model, device->name, ppl, ref.ppl,
+                100 * (ppl / ref.ppl - 1));
     cr_assert_lt(fabs(ppl / ref.ppl - 1), 0.01, "perplexity %.4f is not within 1%% of llama.cpp's %.4f", ppl, ref.ppl);
     free(out);
 }

@@ -9,16 +9,17 @@
 #             needs the gguf package)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck and initcheck on a short
-#           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay);
+#           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay),
+#           and memcheck on a Gemma 3 270M-shaped one past its window;
 # bench:    the copy bandwidth, the GEMV table and the small kernels' table
 #           (us per launch in a replayed graph), then minfer bench (pp512, tg128)
-#           on a Qwen2.5-0.5B-shaped Q4_K_M model made here by minfer synth,
+#           on Qwen2.5-0.5B- and Gemma 3 270M-shaped Q4_K_M models made here by minfer synth,
 #           with the generic binary and the per-model one (minfer-qwen2.5-0.5b,
 #           its decode matmuls compiled for the model's row lengths), whose
 #           greedy text must be the same;
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
-#           for the 0.5B model (and the 8B Q4_K_M with big);
+#           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
 # profile:  one decode step under ncu (tools/ncu-step.py): each kernel
 #           family's launches, time, share of the step and DRAM bandwidth,
 #           for the 0.5B model (and the 8B ones with big).
@@ -75,6 +76,14 @@ if want sanitize; then
         row "compute-sanitizer $tool (decode, 0.5B shape)" \
             "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/sanitize-$tool.txt" | tail -1 | sed 's/========= //') rc=$rc"
     done
+    gemma=$(synth gemma3-270m q4_k_m) # a prompt longer than the 512-token window, then decode
+    cat README.md docs/*.md | head -c 700 >"$tmp/long-prompt.txt" # a synthetic vocabulary: a token a byte
+    compute-sanitizer --tool memcheck --error-exitcode 3 build/minfer run -m "$gemma" -f "$tmp/long-prompt.txt" \
+        -n 4 --temp 0 --device cuda -c 1024 -b 256 >"$tmp/sanitize-gemma.txt" 2>&1
+    rc=$?
+    { echo "== memcheck gemma (rc=$rc)"; tail -20 "$tmp/sanitize-gemma.txt"; } >>"$out/sanitize.txt"
+    row "compute-sanitizer memcheck (Gemma 3 270M shape)" \
+        "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-gemma.txt" | tail -1 | sed 's/========= //') rc=$rc"
 fi
 
 bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp|GB per token|floor|fraction
@@ -104,7 +113,7 @@ fi
 
 if want bench || want big; then
     models=()
-    want bench && models+=("qwen2.5-0.5b q4_k_m")
+    want bench && models+=("qwen2.5-0.5b q4_k_m" "gemma3-270m q4_k_m")
     want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
     for m in "${models[@]}"; do
         set -- $m
@@ -128,7 +137,7 @@ fi
 
 if want long; then # decode after a long context: the attention's share grows with it
     : >"$out/long.json"
-    models=("qwen2.5-0.5b q4_k_m")
+    models=("qwen2.5-0.5b q4_k_m" "gemma3-270m q4_k_m")
     want big && models+=("qwen3-8b q4_k_m")
     for m in "${models[@]}"; do
         set -- $m

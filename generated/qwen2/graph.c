@@ -3,7 +3,7 @@
  * 3 after. Activations live in one arena of 7 slots (the memory plan). */
 #include "arch.h"
 
-#if GRAPH_ABI_VERSION != 3
+#if GRAPH_ABI_VERSION != 4
 #error "generated/qwen2 was made for another graph ABI: rerun minfer-compile"
 #endif
 
@@ -124,7 +124,7 @@ int qwen2_build(struct graph *g, const void *hpv, const void *wv, int64_t nt, in
             .p = { .w = { L->ffn_norm }, .eps = hp->eps }, .offset = off[4], .ne = { hp->n_embd, nt, 0 } });
 #line 126 "generated/qwen2/graph.c"
 #line 50 "archs/qwen2.lua"
-        int n25 = graph_add(g, &(struct node_desc){ .op = OP_FFN_SWIGLU, .line = 50, .src = { n21, -1, -1, -1 },
+        int n25 = graph_add(g, &(struct node_desc){ .op = OP_FFN_GLU, .line = 50, .src = { n21, -1, -1, -1 },
             .p = { .w = { L->ffn_gate, L->ffn_up } }, .offset = off[5], .ne = { hp->n_ff, nt, 0 } });
 #line 130 "generated/qwen2/graph.c"
 #line 50 "archs/qwen2.lua"

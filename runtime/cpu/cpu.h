@@ -88,8 +88,14 @@ void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run
 void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r);
 void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r);
 
-/* SiLU, in one place: fused and unfused SwiGLU must round the same way. */
+/* SiLU and GELU (tanh approximation, as Gemma's gelu_pytorch_tanh), in one
+ * place: fused and unfused GLUs must round the same way. */
 static inline float cpu_silu(float v) { return v / (1.0f + expf(-v)); }
+static inline float cpu_gelu(float v)
+{
+    return 0.5f * v * (1.0f + tanhf(0.797884560802865f * (v + 0.044715f * v * v * v)));
+}
+static inline float cpu_glu_gate(enum glu_gate gate, float v) { return gate == GLU_GELU ? cpu_gelu(v) : cpu_silu(v); }
 
 /* The data of node i. */
 static inline uint8_t *cpu_data(const struct graph *g, const struct cpu_run *r, int i)

@@ -1,5 +1,6 @@
 /* cpu_attention.c: causal GQA attention on the CPU. Each query head attends
- * over its KV head's positions 0..pos: scores scaled by 1/sqrt(d), a
+ * over its KV head's positions 0..pos (pos - window + 1..pos with a
+ * sliding window): scores scaled by 1/sqrt(d), a
  * max-subtracted softmax, then the weighted sum of values, all in position
  * order. The work is cut into jobs of one KV head and up to CPU_ATT_BLOCK
  * query tokens, run on the scratch's threads: a job reads each cached row
@@ -21,6 +22,12 @@ struct att_job {
     float *work;         /* this thread's cpu_scratch.att share */
 };
 
+/* The first position a query at pos sees. */
+static inline int64_t start_of(const struct node *n, int64_t pos)
+{
+    return n->p.window > 0 && pos >= n->p.window ? pos - n->p.window + 1 : 0;
+}
+
 CPU_SIMD static void *attend(void *arg)
 {
     const struct att_job *j = arg;
@@ -37,9 +44,11 @@ CPU_SIMD static void *attend(void *arg)
     float *scores = j->work, *sums = scores + nq * n_ctx, *acc = sums + nq, *row = acc + nq * d; /* row: two of d */
     int64_t nq8 = (nq + 7) / 8 * 8; /* whole vectors of queries; the padding queries are zero */
     float *qt = row + 2 * d, *s = qt + nq8 * d; /* s: two of nq8 */
-    int64_t last = 0;
-    for (int64_t c = j->c0; c < j->c0 + j->nc; c++)
+    int64_t last = 0, first = INT64_MAX;
+    for (int64_t c = j->c0; c < j->c0 + j->nc; c++) {
         last = pos[c] > last ? pos[c] : last;
+        first = start_of(j->n, pos[c]) < first ? start_of(j->n, pos[c]) : first;
+    }
     memset(qt, 0, (size_t)(nq8 * d) * sizeof *qt);
     for (int64_t t = 0; t < nq; t++) {
         const float *qi = qd + ((j->c0 + t / group) * h + j->kvh * group + t % group) * d;
@@ -48,7 +57,7 @@ CPU_SIMD static void *attend(void *arg)
     }
     /* scores past a query's position are made and never read; two positions
      * at a time, so two chains of adds run at once, sharing each query load */
-    for (int64_t p = 0; p <= last; p += 2) {
+    for (int64_t p = first; p <= last; p += 2) {
         const int64_t np = p + 1 <= last ? 2 : 1;
         for (int64_t u = 0; u < np; u++)
             kv_load_row(r->kv, r->kv->k, j->n->layer, j->kvh, p + u, row + u * d);
@@ -68,21 +77,22 @@ CPU_SIMD static void *attend(void *arg)
                 scores[t * n_ctx + p + u] = s[u * nq8 + t] * scale;
     }
     for (int64_t t = 0; t < nq; t++) {
-        int64_t at = pos[j->c0 + t / group];
+        int64_t at = pos[j->c0 + t / group], lo = start_of(j->n, at);
         float *sc = scores + t * n_ctx, max = -INFINITY, sum = 0;
-        for (int64_t p = 0; p <= at; p++)
+        for (int64_t p = lo; p <= at; p++)
             max = sc[p] > max ? sc[p] : max;
-        for (int64_t p = 0; p <= at; p++) {
+        for (int64_t p = lo; p <= at; p++) {
             sc[p] = expf(sc[p] - max);
             sum += sc[p];
         }
         sums[t] = sum;
     }
     memset(acc, 0, (size_t)(nq * d) * sizeof *acc);
-    for (int64_t p = 0; p <= last; p++) {
+    for (int64_t p = first; p <= last; p++) {
         kv_load_row(r->kv, r->kv->v, j->n->layer, j->kvh, p, row);
         for (int64_t t = 0; t < nq; t++) {
-            if (p > pos[j->c0 + t / group])
+            const int64_t at = pos[j->c0 + t / group];
+            if (p > at || p < start_of(j->n, at))
                 continue;
             const float wgt = scores[t * n_ctx + p] / sums[t];
             float *a = acc + t * d;

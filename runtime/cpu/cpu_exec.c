@@ -63,10 +63,12 @@ int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)
                             graph_op_name(n->op), (long long)n->ne[0], (long long)r->s->head_dim);
             cpu_head_norm_rope(g, n, r);
             break;
-        case OP_ADD: case OP_MUL: case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: cpu_elementwise(g, n, r); break;
+        case OP_ADD: case OP_MUL: case OP_SILU: case OP_GELU: case OP_SCALE: case OP_GLU: case OP_ADD_BIAS:
+            cpu_elementwise(g, n, r);
+            break;
         case OP_KV_STORE: cpu_kv_store(g, n, r); break;
         case OP_ATTENTION: cpu_attention(g, n, r); break;
-        case OP_MATMUL: case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_SWIGLU:
+        case OP_MATMUL: case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_GLU:
             if (cpu_matmul_node(g, n, r, e))
                 return fail_prefix(e, "%s:%d", g->source, n->line);
             break;

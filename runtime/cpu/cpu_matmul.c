@@ -1,5 +1,5 @@
 /* cpu_matmul.c: the matmul family on the CPU: MATMUL, MATMUL_ADD (residual
- * epilogue), MATMUL_QKV (three outputs) and FFN_SWIGLU (gate and up paired).
+ * epilogue), MATMUL_QKV (three outputs) and FFN_GLU (gate and up paired).
  * Each weight row is decoded once and dotted with every column: rows in
  * blocks of CPU_ROW_BLOCK (decoded together), columns in blocks of
  * CPU_COL_BLOCK, so both stay in cache while cpu_dot_block runs over them.
@@ -15,7 +15,12 @@
 #include "quant/quant.h"
 
 
-enum mode { PRODUCT, SWIGLU_UP }; /* y = w x, or y = silu(y) * (w x) */
+enum mode { PRODUCT, SILU_UP, GELU_UP }; /* y = w x, or y = gate(y) * (w x) */
+
+static inline float combine(enum mode m, float y, float v)
+{
+    return m == PRODUCT ? v : cpu_glu_gate(m == GELU_UP ? GLU_GELU : GLU_SILU, y) * v;
+}
 
 struct job {
     const struct weight *w;
@@ -59,7 +64,7 @@ static void *run_rows(void *arg)
             for (int64_t c = 0; c < nc; c++)
                 for (int64_t r = 0; r < nr; r++) {
                     float v = j->tile[c * CPU_ROW_BLOCK + r], *out = &j->y[(c0 + c) * n + r0 + r];
-                    *out = j->mode == PRODUCT ? v : cpu_silu(*out) * v;
+                    *out = combine(j->mode, *out, v);
                 }
         }
     }
@@ -118,7 +123,7 @@ static void *run_qrows(void *arg)
                 cpu_qdot_cols(w->type, wr, j->xq + (size_t)c0 * col_bytes, col_bytes, nc, k, v); /* the caller checked the type */
                 for (int c = 0; c < nc; c++) {
                     float *out = &j->y[(c0 + c) * n + r];
-                    *out = j->mode == PRODUCT ? v[c] : cpu_silu(*out) * v[c];
+                    *out = combine(j->mode, *out, v[c]);
                 }
             }
         }
@@ -226,9 +231,10 @@ int cpu_matmul_node(const struct graph *g, const struct node *n, struct cpu_run 
         }
         return 0;
     }
-    case OP_FFN_SWIGLU:
-        /* the gate into y, then each up row combined with it: y = silu(gate) * up */
-        return matmul_rows(n->p.w[0], dot, x, xq, nt, y, PRODUCT, s, e) || matmul_rows(n->p.w[1], dot, x, xq, nt, y, SWIGLU_UP, s, e)
+    case OP_FFN_GLU:
+        /* the gate into y, then each up row combined with it: y = gate(y) * up */
+        return matmul_rows(n->p.w[0], dot, x, xq, nt, y, PRODUCT, s, e) ||
+                       matmul_rows(n->p.w[1], dot, x, xq, nt, y, n->p.glu == GLU_GELU ? GELU_UP : SILU_UP, s, e)
                    ? -1
                    : 0;
     default:

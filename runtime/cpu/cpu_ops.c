@@ -99,7 +99,7 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
 void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run *r)
 {
     const float *a = (const float *)cpu_data(g, r, n->src[0]);
-    const float *b = n->op == OP_ADD || n->op == OP_MUL || n->op == OP_SWIGLU ? (const float *)cpu_data(g, r, n->src[1])
+    const float *b = n->op == OP_ADD || n->op == OP_MUL || n->op == OP_GLU ? (const float *)cpu_data(g, r, n->src[1])
                                                                                : NULL;
     float *y = (float *)cpu_data(g, r, index_of(g, n));
     int64_t count = n->ne[0] * n->ne[1] * n->ne[2], d = n->ne[0];
@@ -107,7 +107,9 @@ void cpu_elementwise(const struct graph *g, const struct node *n, struct cpu_run
     case OP_ADD: for (int64_t i = 0; i < count; i++) y[i] = a[i] + b[i]; break;
     case OP_MUL: for (int64_t i = 0; i < count; i++) y[i] = a[i] * b[i]; break;
     case OP_SILU: for (int64_t i = 0; i < count; i++) y[i] = cpu_silu(a[i]); break;
-    case OP_SWIGLU: for (int64_t i = 0; i < count; i++) y[i] = cpu_silu(a[i]) * b[i]; break;
+    case OP_GELU: for (int64_t i = 0; i < count; i++) y[i] = cpu_gelu(a[i]); break;
+    case OP_SCALE: for (int64_t i = 0; i < count; i++) y[i] = a[i] * n->p.scale; break;
+    case OP_GLU: for (int64_t i = 0; i < count; i++) y[i] = cpu_glu_gate(n->p.glu, a[i]) * b[i]; break;
     case OP_ADD_BIAS:
         dequantize_row(n->p.bias[0]->type, n->p.bias[0]->data, r->s->row, d);
         for (int64_t i = 0; i < count; i++)

@@ -249,7 +249,7 @@ template <int KT, int DL>
 __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
     const int32_t *__restrict__ pos, int64_t c_base, int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
-    size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
+    int64_t window, size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
     uint8_t *__restrict__ q8)
 {
     extern __shared__ float smem[]; /* ATT_GROUPS x (d + 2): each group's max, sum and values; then d */
@@ -257,8 +257,11 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     __shared__ bool last;
     grid_begin();
     const int64_t s = blockIdx.x, head = blockIdx.y, c = c_base + blockIdx.z, kvh = head / group;
-    const int64_t p = pos[c], live = p / chunk + 1, start = s * chunk, end = start + chunk < p + 1 ? start + chunk : p + 1;
-    if (s >= live)
+    /* positions lo..p, in chunks s_lo..s_lo + live - 1 */
+    const int64_t p = pos[c], lo = window > 0 && p >= window ? p - window + 1 : 0, s_lo = lo / chunk;
+    const int64_t live = p / chunk + 1 - s_lo, start = s * chunk > lo ? s * chunk : lo;
+    const int64_t end = s * chunk + chunk < p + 1 ? s * chunk + chunk : p + 1;
+    if (s < s_lo || s >= s_lo + live)
         return;
     const int g = threadIdx.x / 8, lane = threadIdx.x % 8, dl = (int)(d / 8);
     const int64_t first = (int64_t)lane * dl;
@@ -340,7 +343,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
         return;
     __threadfence();
     const size_t col_bytes = (size_t)(d * h / 32) * 36;
-    float *pc = partial + ((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x * (size_t)(d + 2);
+    float *pc = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x + (size_t)s_lo) * (size_t)(d + 2);
     combine_chunks(pc, live, d, red, smem, y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d,
                    q8 ? q8 + (size_t)c * col_bytes + (size_t)(head * (d / 32)) * 36 : NULL);
     if (threadIdx.x == 0)
@@ -350,34 +353,36 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
 template <int KT, int DL>
 static void launch_attention(dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb, const float *q,
                              const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group, int64_t n_ctx,
-                             int64_t chunk, size_t rb, float *scratch, unsigned *tickets, float *y, uint8_t *q8)
+                             int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets, float *y, uint8_t *q8)
 {
-    launch(attention_kernel<KT, DL>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb,
-           scratch, tickets, y, q8);
+    launch(attention_kernel<KT, DL>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, window,
+           rb, scratch, tickets, y, q8);
 }
 
 template <int KT>
 static void launch_attention_kt(dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb,
                                 const float *q, const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group,
-                                int64_t n_ctx, int64_t chunk, size_t rb, float *scratch, unsigned *tickets, float *y,
-                                uint8_t *q8)
+                                int64_t n_ctx, int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets,
+                                float *y, uint8_t *q8)
 {
+#define ATT_ARGS grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, window, rb, scratch, tickets, y, q8
     if (d <= 64)
-        launch_attention<KT, 8>(grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb, scratch, tickets, y, q8);
+        launch_attention<KT, 8>(ATT_ARGS);
     else if (d <= 128)
-        launch_attention<KT, 16>(grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb, scratch, tickets, y, q8);
+        launch_attention<KT, 16>(ATT_ARGS);
     else
-        launch_attention<KT, 32>(grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, rb, scratch, tickets, y, q8);
+        launch_attention<KT, 32>(ATT_ARGS);
+#undef ATT_ARGS
 }
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,
                               int64_t d, int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk,
-                              float *scratch, float *y, void *q8, void *stream, struct error *e)
+                              int64_t window, float *scratch, float *y, void *q8, void *stream, struct error *e)
 {
     const int64_t S = n_chunks(n_ctx, chunk);
     const size_t smem = ((size_t)ATT_GROUPS * (size_t)(d + 2) + (size_t)d) * sizeof(float); /* groups, then one chunk's output */
     if (d <= 0 || d % 8 || d > ATT_MAX_HEAD || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > ATT_MAX_CHUNKS ||
-        (q8 && d % 32) || (kt == KV_Q8_0 && d % 32))
+        (q8 && d % 32) || (kt == KV_Q8_0 && d % 32) || window < 0)
         return fail(e, "attention: %lld heads of %lld (a multiple of 8 up to %d) over %lld KV heads, %lld chunks of %lld "
                        "(at most %d)", (long long)h, (long long)d, ATT_MAX_HEAD, (long long)h_kv, (long long)S,
                     (long long)chunk, ATT_MAX_CHUNKS);
@@ -392,13 +397,13 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
         if (cuda_launch_begin("attention_kernel", e))
             return -1;
         if (kt == KV_F32)
-            launch_attention_kt<KV_F32>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, rb, scratch,
+            launch_attention_kt<KV_F32>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
                                         tickets, y, q8b);
         else if (kt == KV_F16)
-            launch_attention_kt<KV_F16>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, rb, scratch,
+            launch_attention_kt<KV_F16>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
                                         tickets, y, q8b);
         else
-            launch_attention_kt<KV_Q8_0>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, rb, scratch,
+            launch_attention_kt<KV_Q8_0>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
                                          tickets, y, q8b);
         if (cuda_launch_end("attention_kernel", e))
             return -1;

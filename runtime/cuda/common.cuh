@@ -63,6 +63,16 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
     (void)cudaLaunchKernelEx(&cfg, k, ((P)args)...);
 }
 
+/* SiLU and GELU (tanh approximation) as the CPU writes them (cpu.h), each
+ * step rounded once, no contraction into FMAs. */
+__device__ static inline float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
+__device__ static inline float gelu(float v)
+{
+    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, v), v), v);
+    const float t = tanhf(__fmul_rn(0.797884560802865f, __fadd_rn(v, cube)));
+    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, t));
+}
+
 __device__ static inline float half_at(const uint8_t *p)
 {
     return __half2float(__ushort_as_half((unsigned short)(p[0] | p[1] << 8)));

@@ -386,11 +386,11 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
                                           MAT(w[2], n->p.bias[2], (float *)data(s, g, n->part[1])) };
         return cuda_matmul_multi(m, 3, k, xq, xf, nt, NULL, CUDA_EPI_NONE, NULL, NULL, s->special, s->stream, e);
     }
-    case OP_FFN_SWIGLU: {
+    case OP_FFN_GLU: {
         const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
         bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1];
-        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, CUDA_EPI_PAIR, q8 ? s->q8[1] : NULL, s->tickets, s->special,
-                              s->stream, e))
+        if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, n->p.glu == GLU_GELU ? CUDA_EPI_PAIR_GELU : CUDA_EPI_PAIR,
+                              q8 ? s->q8[1] : NULL, s->tickets, s->special, s->stream, e))
             return -1;
         s->q8_of = q8 ? i : -1;
         return 0;
@@ -461,14 +461,17 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
                              n->dtype == ACT_Q8_1 ? (void *)y : NULL, st, e);
     case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE:
         return run_heads(s, g, i, e);
-    case OP_ADD: case OP_MUL: case OP_SILU: case OP_SWIGLU: case OP_ADD_BIAS: {
-        enum cuda_elementwise_op op = n->op == OP_ADD ? CUDA_EW_ADD : n->op == OP_MUL ? CUDA_EW_MUL : n->op == OP_SILU ? CUDA_EW_SILU
-                                      : n->op == OP_SWIGLU ? CUDA_EW_SWIGLU : CUDA_EW_ADD_BIAS;
+    case OP_ADD: case OP_MUL: case OP_SILU: case OP_GELU: case OP_SCALE: case OP_GLU: case OP_ADD_BIAS: {
+        const bool gelu = n->p.glu == GLU_GELU;
+        enum cuda_elementwise_op op = n->op == OP_ADD ? CUDA_EW_ADD : n->op == OP_MUL ? CUDA_EW_MUL
+                                      : n->op == OP_SILU ? CUDA_EW_SILU : n->op == OP_GELU ? CUDA_EW_GELU
+                                      : n->op == OP_SCALE ? CUDA_EW_SCALE : n->op == OP_ADD_BIAS ? CUDA_EW_ADD_BIAS
+                                      : gelu ? CUDA_EW_GEGLU : CUDA_EW_SWIGLU;
         const float *b = n->op == OP_ADD_BIAS ? (const float *)dev_of(s, n->p.bias[0])
                          : op_n_src(n->op) > 1  ? (const float *)data(s, g, n->src[1]) : NULL;
-        return cuda_elementwise(op, x, b, n->ne[0] * n->ne[1] * n->ne[2], n->ne[0], y, st, e);
+        return cuda_elementwise(op, x, b, n->ne[0] * n->ne[1] * n->ne[2], n->ne[0], n->p.scale, y, st, e);
     }
-    case OP_MATMUL: case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_SWIGLU:
+    case OP_MATMUL: case OP_MATMUL_ADD: case OP_MATMUL_QKV: case OP_FFN_GLU:
         return run_matmul(s, g, i, e);
     case OP_KV_STORE: {
         const struct node *k = a;
@@ -480,7 +483,7 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
         size_t at = (size_t)n->layer * s->kv_layer_bytes;
         bool q8 = feeds_q8(g, i) && a->ne[0] % 32 == 0;
         if (cuda_attention(s->kv_type, s->kv_k + at, s->kv_v + at, x, (const int32_t *)data(s, g, n->src[2]), a->ne[0],
-                           a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, s->att, y, q8 ? s->q8[1] : NULL, st, e))
+                           a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, n->p.window, s->att, y, q8 ? s->q8[1] : NULL, st, e))
             return -1;
         s->q8_of = q8 ? i : -1;
         return 0;

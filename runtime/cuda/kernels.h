@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "graph_ops.h"
 #include "kv_cache.h"
 #include "quant/tensor_type.h"
 
@@ -58,16 +59,20 @@ int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float 
 /* (quantize_q8_1.h quantizes an f32 activation for a matmul that did not get Q8_1 from its producer) */
 
 /* elementwise.cu */
-enum cuda_elementwise_op { CUDA_EW_ADD, CUDA_EW_MUL, CUDA_EW_SILU, CUDA_EW_SWIGLU, CUDA_EW_ADD_BIAS };
-/* y = a op b over n values; ADD_BIAS: b has d values, added to each column. */
-int cuda_elementwise(enum cuda_elementwise_op op, const float *a, const float *b, int64_t n, int64_t d, float *y,
-                     void *stream, struct error *e);
+enum cuda_elementwise_op {
+    CUDA_EW_ADD, CUDA_EW_MUL, CUDA_EW_SILU, CUDA_EW_GELU, CUDA_EW_SWIGLU, CUDA_EW_GEGLU, CUDA_EW_ADD_BIAS, CUDA_EW_SCALE
+};
+/* y = a op b over n values; ADD_BIAS: b has d values, added to each
+ * column; SCALE: y = a * c. */
+int cuda_elementwise(enum cuda_elementwise_op op, const float *a, const float *b, int64_t n, int64_t d, float c,
+                     float *y, void *stream, struct error *e);
 /* *out = the index of the largest of n values (lowest on ties, NaNs ignored; -1 if all are NaN). */
 int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream, struct error *e);
 
 /* matmul.cu: for each matrix, y[c * n + r] = sum_i w[r][i] x[c][i]
  * (+ bias[r]) over nt columns, then the epilogue: ADD adds res[c * n + r]
- * (one matrix); PAIR (two matrices, gate and up) writes silu(gate) * up into
+ * (one matrix); PAIR (two matrices, gate and up) writes silu(gate) * up
+ * (PAIR_GELU: gelu(gate) * up) into
  * the gate's y, and, if q8_out, that product as Q8_1 blocks too. Matrices
  * of different types share the launch as well. The input
  * is read as Q8_1 (xq, k/32 blocks per column) by quantized matrices and as
@@ -77,6 +82,7 @@ enum cuda_epilogue {
     CUDA_EPI_NONE,
     CUDA_EPI_ADD,   /* + res (one matrix) */
     CUDA_EPI_PAIR,  /* two matrices, gate and up: silu(gate) * up into the gate's y */
+    CUDA_EPI_PAIR_GELU, /* the same with gelu(gate) */
 };
 struct cuda_matrix {
     enum tensor_type t;
@@ -121,7 +127,7 @@ int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const v
 int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const float *v, const int32_t *pos, int64_t d,
                   int64_t h_kv, int64_t nt, int64_t n_ctx, void *stream, struct error *e);
 /* Causal attention of q [d, h, nt] over positions 0..pos[c] of one layer's
- * caches, into y [d*h, nt]. Split-K: positions are cut into chunks of
+ * caches (pos[c] - window + 1..pos[c] when window > 0), into y [d*h, nt]. Split-K: positions are cut into chunks of
  * `chunk` (fixed for an engine, so results never depend on timing or on
  * the batch), each chunk's softmax partials go to scratch
  * (cuda_attention_scratch_floats), and the last CTA of each head to finish
@@ -130,8 +136,8 @@ int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const flo
  * matmul that reads it. scratch must be all zero bits before its first use
  * (its tickets: every launch leaves them so). */
 int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos, int64_t d,
-                   int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, float *scratch, float *y,
-                   void *q8, void *stream, struct error *e);
+                   int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, int64_t window, float *scratch,
+                   float *y, void *q8, void *stream, struct error *e);
 /* The chunk length for a cache of n_ctx positions, and the scratch it needs. */
 int64_t cuda_attention_chunk(int64_t n_ctx);
 size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_t chunk);

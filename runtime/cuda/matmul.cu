@@ -35,6 +35,8 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
 {
     struct mm_args a;
     memset(&a, 0, sizeof a);
+    a.glu = epi == CUDA_EPI_PAIR_GELU ? GLU_GELU : GLU_SILU;
+    epi = epi == CUDA_EPI_PAIR_GELU ? CUDA_EPI_PAIR : epi; /* the kernel's pair reads the gate from a.glu */
     if (n_mat < 1 || n_mat > 3 || (epi == CUDA_EPI_PAIR && n_mat != 2) ||
         (epi == CUDA_EPI_ADD && (n_mat != 1 || !res)))
         return fail(e, "matmul: %d matrices with epilogue %d", n_mat, (int)epi);
@@ -57,7 +59,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     if (epi == CUDA_EPI_PAIR && m[1].n != m[0].n)
         return fail(e, "matmul: a gate of %lld rows and an up of %lld", (long long)m[0].n, (long long)m[1].n);
     if (q8_out && (m[0].n % 32 || epi != CUDA_EPI_PAIR || !tickets))
-        return fail(e, "matmul: a Q8_1 product needs a SwiGLU epilogue, rows in multiples of 32 (not %lld) and tickets",
+        return fail(e, "matmul: a Q8_1 product needs a gated (pair) epilogue, rows in multiples of 32 (not %lld) and tickets",
                     (long long)m[0].n);
     if (nt > 65535 * 8)
         return fail(e, "matmul: %lld columns", (long long)nt);

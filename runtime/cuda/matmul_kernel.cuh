@@ -8,8 +8,6 @@
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 
-__device__ static inline float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
-
 /* The warp's sum of v (every lane gets it), in a fixed butterfly. */
 __device__ static inline float warp_sum(float v)
 {
@@ -34,7 +32,8 @@ struct mm_args {
     const float *xf;   /* f32 input */
     int64_t k, nt;
     const float *res;  /* CUDA_EPI_ADD */
-    int epi;
+    int epi;           /* CUDA_EPI_NONE, _ADD or _PAIR (with glu) */
+    int glu;           /* CUDA_EPI_PAIR: enum glu_gate */
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
 };
@@ -198,7 +197,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_a
                     if (a.epi == CUDA_EPI_ADD)
                         x = __fadd_rn(x, a.res[at]);
                     if (RW == 1 && a.epi == CUDA_EPI_PAIR)
-                        x = __fmul_rn(silu(x), warp_sum(sums[1][c]));
+                        x = __fmul_rn(a.glu == GLU_GELU ? gelu(x) : silu(x), warp_sum(sums[1][c]));
                     v[c] = x;
                     if (lane == 0)
                         m.y[at] = x;

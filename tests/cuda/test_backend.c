@@ -285,7 +285,7 @@ void test_backend_refuses_what_it_cannot_run(void)
 
 /* ---- the transformers fixtures on the GPU ---- */
 
-/* tests/fixtures: tiny Qwen2, Qwen3 and Llama models (remade here from
+/* tests/fixtures: tiny Qwen2, Qwen3, Llama and Gemma 3 models (remade here from
  * their seeds by make_fixtures.py, which needs python3 with numpy and the
  * gguf package) in F32, F16, Q8_0 and Q4_K, with transformers' logits at 16
  * positions and its 32 greedy tokens after them. The GPU reads Q8_1
@@ -305,15 +305,16 @@ void test_backend_refuses_what_it_cannot_run(void)
 #define FX_BOUND 0.05
 
 static const int32_t fx_tokens[FX_TOKENS] = { 1, 17, 42, 99, 5, 250, 3, 77, 180, 12, 64, 201, 33, 7, 150, 280 };
+static const char *const fx_configs[] = { "qwen2_tied", "qwen2_untied", "qwen3_tied", "qwen3_untied", "qwen3_wide",
+                                          "llama_tied", "gemma3_tied" };
+#define FX_CONFIGS (int)(sizeof fx_configs / sizeof fx_configs[0])
 
 static bool fixture_files(const char *config, const char *type, char *model, size_t n)
 {
-    static bool made[8];
-    static const char *const configs[] = { "qwen2_tied", "qwen2_untied", "qwen3_tied", "qwen3_untied", "qwen3_wide",
-                                           "llama_tied" };
+    static bool made[FX_CONFIGS];
     char cmd[1024];
-    for (int i = 0; i < 6; i++) {
-        if (strcmp(configs[i], config) != 0 || made[i])
+    for (int i = 0; i < FX_CONFIGS; i++) {
+        if (strcmp(fx_configs[i], config) != 0 || made[i])
             continue;
         snprintf(cmd, sizeof cmd, "mkdir -p /tmp/minfer-fx && python3 ../tests/fixtures/make_fixtures.py gguf /tmp/minfer-fx %s",
                  config);
@@ -350,16 +351,14 @@ static bool read_golden(const char *config, const char *type, float *logits, int
 
 void test_backend_transformers_fixtures(void)
 {
-    static const char *const configs[] = { "qwen2_tied", "qwen2_untied", "qwen3_tied", "qwen3_untied", "qwen3_wide",
-                                           "llama_tied" };
     static const char *const types[] = { "f32", "f16", "q8_0", "q4_k" };
     int exact = 0, flips = 0;
-    for (int ci = 0; ci < 6; ci++) {
+    for (int ci = 0; ci < FX_CONFIGS; ci++) {
         for (int ti = 0; ti < 4; ti++) {
             char path[256];
             static float golden[FX_TOKENS * FX_VOCAB], got[FX_TOKENS * FX_VOCAB];
             int32_t want[FX_GREEDY];
-            if (!fixture_files(configs[ci], types[ti], path, sizeof path) || !read_golden(configs[ci], types[ti], golden, want))
+            if (!fixture_files(fx_configs[ci], types[ti], path, sizeof path) || !read_golden(fx_configs[ci], types[ti], golden, want))
                 return;
             struct model m;
             struct engine en;
@@ -382,7 +381,7 @@ void test_backend_transformers_fixtures(void)
                 worst = fmax(worst, diff / scale);
             }
             ok = ok && CHECK(worst <= FX_BOUND, "%s %s: logits differ from transformers' by %.3g of the largest",
-                             configs[ci], types[ti], worst);
+                             fx_configs[ci], types[ti], worst);
             int same = 0;
             const char *verdict = "all equal";
             char flip[160] = "";
@@ -397,7 +396,7 @@ void test_backend_transformers_fixtures(void)
                     for (int j = 0; j < FX_VOCAB; j++)
                         scale = fmax(scale, fabs((double)l[j]));
                     ok = CHECK(top - theirs <= FX_BOUND * scale, "%s %s: greedy token %d is %d, transformers chose %d, "
-                               "%.3g below it, beyond the bound %.3g", configs[ci], types[ti], i, next, want[i],
+                               "%.3g below it, beyond the bound %.3g", fx_configs[ci], types[ti], i, next, want[i],
                                top - theirs, FX_BOUND * scale);
                     snprintf(flip, sizeof flip, "near-tie flip at token %d (transformers' pick %.3g below the GPU's, bound %.3g)",
                              i, top - theirs, FX_BOUND * scale);
@@ -410,7 +409,7 @@ void test_backend_transformers_fixtures(void)
             }
             exact += same == FX_GREEDY;
             if (ok)
-                printf("    %-12s %-4s logits within %.2e of transformers'; greedy: %d of 32 equal, %s\n", configs[ci],
+                printf("    %-12s %-4s logits within %.2e of transformers'; greedy: %d of 32 equal, %s\n", fx_configs[ci],
                        types[ti], worst, same, verdict);
             engine_free(&en);
             model_close(&m);

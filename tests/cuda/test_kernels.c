@@ -73,6 +73,7 @@ static float *randoms(int64_t n, float sd)
 /* ---- matmul ---- */
 
 static double silu_d(double v) { return v / (1 + exp(-v)); }
+static double gelu_d(double v) { return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }
 
 /* The matmul kernel's fixed order over a row's block terms: blocks go to
  * lanes in groups of `group` (the sub-blocks that share their code bytes:
@@ -187,9 +188,10 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     return ok;
 }
 
-/* A SwiGLU pair whose gate and up are of two types (one launch, each warp
- * reading its own matrix's type): silu(gate) * up, and its Q8_1 blocks. */
-static bool mixed_pair(void)
+/* A SwiGLU or GeGLU pair whose gate and up are of two types (one launch,
+ * each warp reading its own matrix's type): gate(gate) * up, and its Q8_1
+ * blocks. */
+static bool mixed_pair(enum cuda_epilogue epi)
 {
     struct error e;
     const int64_t k = 4096, n = 128, nt = 3;
@@ -208,14 +210,16 @@ static bool mixed_pair(void)
     const struct cuda_matrix pair[2] = { { tg, dg, n, NULL, dy }, { tu, du, n, NULL, NULL } };
     bool ok = CHECK(cuda_matmul(tg, dg, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dgate, NULL, &e) == 0 &&
                         cuda_matmul(tu, du, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dup, NULL, &e) == 0 &&
-                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, CUDA_EPI_PAIR, dq, dt, NULL, NULL, &e) == 0,
+                        cuda_matmul_multi(pair, 2, k, dx, NULL, nt, NULL, epi, dq, dt, NULL, NULL, &e) == 0,
                     "%s", e.msg);
     if (ok) {
         down(gate, dgate, (size_t)(n * nt) * 4), down(upv, dup, (size_t)(n * nt) * 4), down(y, dy, (size_t)(n * nt) * 4);
         down(q8, dq, qb);
         for (int64_t i = 0; i < n * nt && ok; i++) {
-            double want = silu_d(gate[i]) * upv[i];
-            ok = CHECK(fabs(y[i] - want) <= 1e-5 * (fabs(want) + 1e-3), "mixed pair %lld: %g vs %g", (long long)i,
+            double want = (epi == CUDA_EPI_PAIR_GELU ? gelu_d(gate[i]) : silu_d(gate[i])) * upv[i];
+            /* GELU's 1 + tanh cancels for negative gates: float keeps an absolute, not a relative, error there */
+            double bound = 1e-5 * (fabs(want) + 1e-3) + (epi == CUDA_EPI_PAIR_GELU ? 1e-6 * fabs(gate[i] * upv[i]) : 0);
+            ok = CHECK(fabs(y[i] - want) <= bound, "mixed pair (epilogue %d) %lld: %g vs %g", (int)epi, (long long)i,
                        (double)y[i], want);
         }
         for (int64_t c = 0; c < nt; c++)
@@ -361,7 +365,7 @@ void test_kernels_matmul(void)
         else
             printf("    %-5s worst error %.2e of the sum of |terms| (bound 1e-5)\n", type_name(t), worst);
     }
-    if (!mixed_pair() || !mixed_qkv())
+    if (!mixed_pair(CUDA_EPI_PAIR) || !mixed_pair(CUDA_EPI_PAIR_GELU) || !mixed_qkv())
         return;
     struct error e;
     CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
@@ -495,7 +499,7 @@ void test_kernels_norms(void)
 
 /* ---- the KV store (the CPU's bytes) and attention (a double softmax) ---- */
 
-static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t n_ctx)
+static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t n_ctx, int64_t window)
 {
     struct error e;
     const int64_t n_fill = 251, nq = 4;
@@ -535,7 +539,7 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     size_t qbytes = (size_t)(d * h / 32) * 36 * nq;
     void *dq8 = up(NULL, qbytes);
     uint8_t *aq8 = malloc(qbytes), *want_aq8 = malloc(qbytes);
-    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, scratch, dy, dq8, NULL, &e) == 0,
+    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, window, scratch, dy, dq8, NULL, &e) == 0,
                      "%s", e.msg);
     if (ok) {
         down(y, dy, (size_t)(d * h * nq) * 4);
@@ -552,7 +556,8 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
         for (int64_t j = 0; j < h; j++) {
             int64_t g = j / (h / h_kv);
             double *s = malloc((size_t)(qpos[c] + 1) * sizeof *s), max = -INFINITY, sum = 0;
-            for (int64_t p = 0; p <= qpos[c]; p++) {
+            const int64_t lo = window > 0 && qpos[c] >= window ? qpos[c] - window + 1 : 0; /* the window's first */
+            for (int64_t p = lo; p <= qpos[c]; p++) {
                 kv_load_row(&cpu, cpu.k, 0, g, p, kr);
                 s[p] = 0;
                 for (int64_t i = 0; i < d; i++)
@@ -560,11 +565,11 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
                 s[p] /= sqrt((double)d);
                 max = fmax(max, s[p]);
             }
-            for (int64_t p = 0; p <= qpos[c]; p++)
+            for (int64_t p = lo; p <= qpos[c]; p++)
                 sum += s[p] = exp(s[p] - max);
             for (int64_t i = 0; i < d; i++) {
                 double want = 0;
-                for (int64_t p = 0; p <= qpos[c]; p++) {
+                for (int64_t p = lo; p <= qpos[c]; p++) {
                     kv_load_row(&cpu, cpu.v, 0, g, p, vr);
                     want += s[p] / sum * vr[i];
                 }
@@ -574,7 +579,7 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
             free(s);
         }
         /* the query alone: the same bits as in the batch */
-        ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, scratch, dy, NULL,
+        ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, window, scratch, dy, NULL,
                                   NULL, &e) == 0,
                    "%s", e.msg);
         if (ok) {
@@ -584,8 +589,8 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
         }
     }
     if (ok)
-        printf("    attention %s d=%lld, %lld/%lld heads, chunks of %lld: worst error %.2e (bound 1e-5)\n", kv_type_name(kt),
-               (long long)d, (long long)h, (long long)h_kv, (long long)chunk, worst);
+        printf("    attention %s d=%lld, %lld/%lld heads, chunks of %lld, window %lld: worst error %.2e (bound 1e-5)\n",
+               kv_type_name(kt), (long long)d, (long long)h, (long long)h_kv, (long long)chunk, (long long)window, worst);
     ok = ok && CHECK(worst <= 1e-5, "attention error %g", worst);
     cuda_free(dk), cuda_free(dv), cuda_free(dkin), cuda_free(dvin), cuda_free(dq), cuda_free(dy), cuda_free(dfpos);
     cuda_free(dqpos), cuda_free(scratch);
@@ -636,8 +641,11 @@ static bool folded_kv_store(enum kv_type kt)
 
 void test_kernels_attention(void)
 {
-    if (attention_case(KV_F32, 64, 8, 2, 300) && attention_case(KV_F16, 128, 8, 2, 300) &&
-        attention_case(KV_Q8_0, 128, 4, 4, 4096) && attention_case(KV_F16, 64, 14, 2, 32768))
+    /* the windows (Gemma 3's head of 256 over one KV head): a query at 63 sees 34..63 inside chunk 0, one at 250
+     * chunks 3 and 4 (of 64) or 2 and 3 */
+    if (attention_case(KV_F32, 64, 8, 2, 300, 0) && attention_case(KV_F16, 128, 8, 2, 300, 0) &&
+        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0) && attention_case(KV_F16, 64, 14, 2, 32768, 0) &&
+        attention_case(KV_F16, 256, 4, 1, 4096, 30) && attention_case(KV_F32, 256, 4, 1, 4096, 100))
         for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++)
             printf("    %s: the KV store folded into the RoPE launch gives the same bits\n", kv_type_name((enum kv_type)kt));
 }
@@ -650,15 +658,19 @@ void test_kernels_elementwise_and_argmax(void)
     const int64_t d = 64, n = d * 7;
     float *a = randoms(n, 3), *b = randoms(n, 1), *y = malloc((size_t)n * 4);
     float *da = up(a, (size_t)n * 4), *db = up(b, (size_t)n * 4), *dy = up(NULL, (size_t)n * 4);
-    for (int op = CUDA_EW_ADD; op <= CUDA_EW_ADD_BIAS; op++) {
-        if (!CHECK(cuda_elementwise((enum cuda_elementwise_op)op, da, db, n, d, dy, NULL, &e) == 0, "%s", e.msg))
+    for (int op = CUDA_EW_ADD; op <= CUDA_EW_SCALE; op++) {
+        if (!CHECK(cuda_elementwise((enum cuda_elementwise_op)op, da, db, n, d, 25.3f, dy, NULL, &e) == 0, "%s", e.msg))
             return;
         down(y, dy, (size_t)n * 4);
         for (int64_t i = 0; i < n; i++) {
             double want = op == CUDA_EW_ADD ? (double)(a[i] + b[i]) : op == CUDA_EW_MUL ? (double)(a[i] * b[i])
                           : op == CUDA_EW_SILU ? silu_d(a[i]) : op == CUDA_EW_SWIGLU ? silu_d(a[i]) * b[i]
-                                                                                      : (double)(a[i] + b[i % d]);
-            if (!CHECK(fabs(y[i] - want) <= 1e-6 * (fabs(want) + 1e-6), "op %d element %lld: %g vs %g", op,
+                          : op == CUDA_EW_GELU ? gelu_d(a[i]) : op == CUDA_EW_GEGLU ? gelu_d(a[i]) * b[i]
+                          : op == CUDA_EW_SCALE ? (double)a[i] * 25.3f : (double)(a[i] + b[i % d]);
+            /* GELU's 1 + tanh cancels for negative inputs (in every float implementation): bound by the input */
+            const bool gelu = op == CUDA_EW_GELU || op == CUDA_EW_GEGLU;
+            const double bound = 1e-6 * (fabs(want) + 1e-6) + (gelu ? 1e-6 * fabs(a[i] * (op == CUDA_EW_GEGLU ? b[i] : 1)) : 0);
+            if (!CHECK(fabs(y[i] - want) <= bound, "op %d element %lld: %g vs %g", op,
                        (long long)i, (double)y[i], want))
                 return;
         }

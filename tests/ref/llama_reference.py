@@ -5,10 +5,19 @@
     tools/fetch-model.sh
     python3 tests/ref/llama_reference.py models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
         tests/fixtures/data/qwen2.5-coder-0.5b.llama.txt
+    tools/fetch-model.sh gemma3-270m
+    python3 tests/ref/llama_reference.py models/gemma-3-270m-q4_k_m.gguf \
+        tests/fixtures/data/gemma-3-270m.llama.txt 1024 f32
+
+The optional arguments are the perplexity's window (Gemma: 1024, past its
+512-token sliding window) and the KV cache's type (Gemma: f32; llama.cpp's
+default f16 cache moves Gemma's logits by up to 3 at the third position,
+while f32 agrees with minfer and with a numpy transcription of the
+transformers forward to 0.1).
     python3 tests/ref/llama_reference.py MODEL --bench     # pp128 / pp512 / tg128 on this machine
 
 The fixture (plain text, read by the C test):
-    model <file name> <bytes> <llama-cpp-python version>
+    model <file name> <bytes> <llama-cpp-python version> [kv <f16|f32>]
     prompt <name> <bytes of text> <n positions>     then the text itself and a newline,
         then a line of the n token ids llama.cpp made of it,
         then n lines: <log-sum-exp of all logits> and 20 pairs <id> <logit>, best first
@@ -26,12 +35,18 @@ POSITIONS = 64
 TOP = 20
 CORPUS = "/usr/share/common-licenses/GPL-3"
 
+QUESTION = ("I have a list of dictionaries with 'name' and 'age' keys. How do I sort it by age, "
+            "oldest first, and keep people of the same age in alphabetical order?")
+ANSWER = "You can sort with a key that negates the age and keeps the name as it is:"
+# The chat turn in each model's own format.
+CHATS = {
+    "qwen2": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+             f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n{ANSWER}",
+    "gemma3": f"<start_of_turn>user\n{QUESTION}<end_of_turn>\n<start_of_turn>model\n{ANSWER}",
+}
 # Four kinds of text, written for this fixture: a chat turn, code, Chinese, long English.
 PROMPTS = {
-    "chat": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-            "<|im_start|>user\nI have a list of dictionaries with 'name' and 'age' keys. How do I sort it by age, "
-            "oldest first, and keep people of the same age in alphabetical order?<|im_end|>\n"
-            "<|im_start|>assistant\nYou can sort with a key that negates the age and keeps the name as it is:",
+    "chat": None,  # CHATS[the model's architecture]
     "code": "import heapq\n\n\ndef dijkstra(graph, source):\n    \"\"\"Shortest distances from source in a graph given "
             "as {node: [(neighbour, weight), ...]}.\"\"\"\n    dist = {source: 0}\n    queue = [(0, source)]\n"
             "    while queue:\n        d, node = heapq.heappop(queue)\n        if d > dist.get(node, float('inf')):\n"
@@ -145,12 +160,17 @@ def main():
     if len(sys.argv) > 2 and sys.argv[2] == "--bench":
         bench(model, int(sys.argv[3]) if len(sys.argv) > 3 else 2)
         return
-    llm = Llama(model_path=model, n_ctx=512, n_batch=512, n_threads=2, logits_all=True, verbose=False)
+    n_ctx = int(sys.argv[3]) if len(sys.argv) > 3 else 512
+    kv = sys.argv[4] if len(sys.argv) > 4 else "f16"
+    ggml_type = {"f32": 0, "f16": 1}[kv]
+    llm = Llama(model_path=model, n_ctx=n_ctx, n_batch=512, n_threads=2, logits_all=True, verbose=False,
+                type_k=ggml_type, type_v=ggml_type)
+    PROMPTS["chat"] = CHATS[llm.metadata["general.architecture"]]
     with open(sys.argv[2], "w") as out:
-        out.write(f"model {os.path.basename(model)} {os.path.getsize(model)} {__version__}\n")
+        out.write(f"model {os.path.basename(model)} {os.path.getsize(model)} {__version__} kv {kv}\n")
         teacher_forced(llm, out)
         greedy(llm, out)
-        perplexity(llm, 512, out)
+        perplexity(llm, n_ctx, out)
 
 
 if __name__ == "__main__":
