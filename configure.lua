@@ -268,9 +268,9 @@ local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/minfer-model-tes
                    B .. "/minfer-compile" }
 -- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with
 -- that model's shapes compiled in. The tests always get one to check.
-local models = { "qwen2.5-0.5b" }
+local models = { "qwen2.5-0.5b", "gemma3-270m" }
 for _, m in ipairs(opts.models) do
-  if m ~= models[1] then table.insert(models, m) end
+  if m ~= models[1] and m ~= models[2] then table.insert(models, m) end
 end
 for _, m in ipairs(models) do
   local name = m:match("([^/]+)%.gguf$") or m

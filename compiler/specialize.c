@@ -77,8 +77,8 @@ int specialize(struct ir *ir, const char *what, struct error *e)
     /* Defaults and derivations, in declaration order (they only look back). */
     for (int i = 0; i < ir->n_hp; i++) {
         struct ir_hparam *h = &ir->hp[i];
-        if (h->kind != HP_INT || (known[i] && h->source != HP_DERIVED))
-            continue;
+        if (h->kind != HP_INT || h->source == HP_LAYER || (known[i] && h->source != HP_DERIVED))
+            continue; /* a per-layer value is the builder's, per layer */
         char err[160];
         int64_t v;
         if (!h->has_default || ast_eval(&h->def, values, known, &v, err, sizeof err))

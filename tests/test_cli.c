@@ -1,6 +1,7 @@
 /* test_cli.c: the minfer binary: info (text and JSON), quantize, run, chat,
  * bench, tokenize, perplexity, and the one-line errors for bad input. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -294,22 +295,36 @@ Test(cli, a_specialized_binary_refuses_other_shapes)
     free(out);
 }
 
-/* ... and accepts a file of its own shapes, building its graph. */
-Test(cli, a_specialized_binary_runs_its_own_shapes, .timeout = 240)
+/* ... and accepts a file of its own shapes, building its graph; its
+ * kernels instantiated for its row lengths give the generic build's bits.
+ * The build always makes two: a Qwen2 and a Gemma 3 (per-layer values). */
+struct specialized {
+    char preset[16], arch[16], prefix[16];
+    int tensors, nodes;
+};
+static struct specialized specialized[] = { { "qwen2.5-0.5b", "qwen2", "qwen2_5_0_5b", 290, 367 },
+                                            { "gemma3-270m", "gemma3", "gemma3_270m", 236, 350 } };
+
+ParameterizedTestParameters(cli, a_specialized_binary_runs_its_own_shapes)
+{
+    return cr_make_param_array(struct specialized, specialized, sizeof specialized / sizeof specialized[0]);
+}
+
+ParameterizedTest(struct specialized *sp, cli, a_specialized_binary_runs_its_own_shapes, .timeout = 240)
 {
     const char *model = temp_path(".gguf");
-    char cmd[1024], *out;
-    snprintf(cmd, sizeof cmd, "%s synth --preset qwen2.5-0.5b --type q4_0 -o %s && ./minfer-qwen2.5-0.5b info %s",
-             minfer_bin(), model, model);
+    char cmd[1024], *out, want[256];
+    snprintf(cmd, sizeof cmd, "%s synth --preset %s --type q4_0 -o %s && ./minfer-%s info %s", minfer_bin(), sp->preset,
+             model, sp->preset, model);
     cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
-    cr_assert(strstr(out, "model: qwen2_5_0_5b (specialized for qwen2.5-0.5b, archs/qwen2.lua): hyperparameters and 290 "
-                          "tensors check out; graph of 367 nodes"), "%s", out);
+    snprintf(want, sizeof want, "model: %s (specialized for %s, archs/%s.lua): hyperparameters and %d tensors check out; "
+             "graph of %d nodes", sp->prefix, sp->preset, sp->arch, sp->tensors, sp->nodes);
+    cr_assert(strstr(out, want), "want '%s' in\n%s", want, out);
     free(out);
-    /* its kernels instantiated for 896 and 4864 give the generic build's bits */
     const char *a = temp_path(".f32"), *b = temp_path(".f32");
-    snprintf(cmd, sizeof cmd, "./minfer-qwen2.5-0.5b run -m %s -p 'Hello there' -n 2 --temp 0 --logits-out %s && "
+    snprintf(cmd, sizeof cmd, "./minfer-%s run -m %s -p 'Hello there' -n 2 --temp 0 --logits-out %s && "
              "%s run -m %s -p 'Hello there' -n 2 --temp 0 --logits-out %s && cmp %s %s",
-             model, a, minfer_bin(), model, b, a, b);
+             sp->preset, model, a, minfer_bin(), model, b, a, b);
     cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
     free(out);
 }
