@@ -3,7 +3,8 @@
 -- RMS norms on both sides (the one after is applied to the block's output
 -- before the residual add); the feed-forward block is GELU-gated; and most
 -- layers attend over a sliding window with their own RoPE base, while every
--- swa_period-th layer attends to the whole context with the file's base.
+-- swa_period-th layer attends to the whole context with the file's base
+-- (and its linear RoPE scaling: 4B and larger divide positions by 8 there).
 -- GGUF files hold Gemma's norm weights as (1 + w), so the norms are plain
 -- RMS norms here. The output is tied to the embedding.
 return arch {
@@ -20,6 +21,7 @@ return arch {
     eps            = gguf("{arch}.attention.layer_norm_rms_epsilon", { type = "f32" }),
     rope_base      = gguf("{arch}.rope.freq_base", { type = "f32", default = 1000000 }),
     sliding_window = gguf "{arch}.attention.sliding_window",
+    rope_factor    = gguf("{arch}.rope.scaling.factor", { type = "f32", default = 1 }),
     -- Gemma 3's files carry neither; these are its values (as llama.cpp's)
     rope_base_swa  = gguf("{arch}.rope.freq_base_swa", { type = "f32", default = 10000 }),
     swa_period     = gguf("{arch}.attention.sliding_window_pattern", { default = "6" }),
@@ -48,16 +50,17 @@ return arch {
   forward = function(g, w, hp)
     local x = g.scale(g.embed(w.tok_embd, g.tokens()), hp.embd_scale)
     x = g.layers(hp.n_layer, x, function(L, x)
-      -- the global layers: the whole context, the file's RoPE base
+      -- the global layers: the whole context, the file's RoPE base and scaling
       local global = "(layer + 1) % swa_period == 0"
       local window = g.per_layer(global, 0, hp.sliding_window)
       local base = g.per_layer(global, hp.rope_base, hp.rope_base_swa)
+      local factor = g.per_layer(global, hp.rope_factor, 1.0)
       local h = g.rms_norm(x, L.attn_norm, hp.eps)
       local q = g.heads(g.matmul(L.attn_q, h), hp.head_dim)
       local k = g.heads(g.matmul(L.attn_k, h), hp.head_dim)
       local v = g.heads(g.matmul(L.attn_v, h), hp.head_dim)
-      q = g.rope(g.head_norm(q, L.attn_q_norm, hp.eps), base)
-      k = g.rope(g.head_norm(k, L.attn_k_norm, hp.eps), base)
+      q = g.rope(g.head_norm(q, L.attn_q_norm, hp.eps), base, "neox", factor)
+      k = g.rope(g.head_norm(k, L.attn_k_norm, hp.eps), base, "neox", factor)
       local attn = g.matmul(L.attn_output, g.attention(q, g.kv_store(k, v), window))
       x = x + g.rms_norm(attn, L.attn_post_norm, hp.eps)
       h = g.rms_norm(x, L.ffn_norm, hp.eps)

@@ -24,6 +24,8 @@ static void node_args(FILE *f, const struct ir *ir, const struct ir_node *n)
         fprintf(f, ", %s", ir->hp[n->eps].name);
     if (n->rope_base >= 0)
         fprintf(f, ", %s", ir->hp[n->rope_base].name);
+    if (n->rope_factor >= 0)
+        fprintf(f, ", positions / %s", ir->hp[n->rope_factor].name);
     if (n->scale >= 0)
         fprintf(f, ", %s", ir->hp[n->scale].name);
     if (n->window >= 0)

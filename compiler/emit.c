@@ -271,7 +271,8 @@ static int add_layer_values(const struct ir *ir, const struct names *nm, struct 
         bool used = false;
         for (int j = 0; j < ir->n_node; j++) {
             const struct ir_node *x = &ir->node[j];
-            used = used || (!x->dead && (x->eps == i || x->rope_base == i || x->scale == i || x->window == i));
+            used = used || (!x->dead && (x->eps == i || x->rope_base == i || x->rope_factor == i || x->scale == i ||
+                                         x->window == i));
         }
         if (h->source != HP_LAYER || !used)
             continue;
@@ -318,6 +319,8 @@ static int params_code(const struct ir *ir, const struct names *nm, const struct
     if (x->rope_base >= 0)
         PARAM(".rope_base = %s, .rope_style = %s, ", value_code(ir, x->rope_base, v, sizeof v),
               x->rope_style == ROPE_NORMAL ? "ROPE_NORMAL" : "ROPE_NEOX");
+    if (x->rope_factor >= 0)
+        PARAM(".rope_factor = %s, ", value_code(ir, x->rope_factor, v, sizeof v));
     if (x->scale >= 0)
         PARAM(".scale = %s, ", value_code(ir, x->scale, v, sizeof v));
     if (x->window >= 0)

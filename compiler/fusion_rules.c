@@ -110,6 +110,27 @@ static bool residual_epilogue(struct ir *ir, int i)
     return false;
 }
 
+/* ADD(RMS_NORM(a, w, eps), r) or ADD(r, RMS_NORM(...)) -> RMS_NORM_ADD(a, r;
+ * w, eps): a norm on a block's output (Gemma's post-attention and
+ * post-feed-forward norms) and the residual add in one pass */
+static bool norm_residual(struct ir *ir, int i)
+{
+    struct ir_node *n = N(ir, i);
+    for (int side = 0; side < 2; side++) {
+        int m = n->src[side], r = n->src[1 - side];
+        if (N(ir, m)->op == OP_RMS_NORM && only_read_by(ir, m, i)) {
+            n->op = OP_RMS_NORM_ADD;
+            n->src[0] = N(ir, m)->src[0];
+            n->src[1] = r;
+            n->weight[0] = N(ir, m)->weight[0];
+            n->eps = N(ir, m)->eps;
+            absorb(ir, m, "norm_residual", i);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Three MATMULs of one input -> MATMUL_QKV writing q (this node) and two
  * PART outputs (the other two nodes, which keep their ids and readers). */
 static bool qkv(struct ir *ir, int i)
@@ -166,6 +187,7 @@ const struct fusion_rule fusion_rules[] = {
     { "gate_up_pair", OP_GLU, gate_up_pair, "gate and up matmuls of one input and their GLU: one paired matmul" },
     { "head_norm_rope", OP_ROPE, head_norm_rope, "per-head norm then RoPE in one op" },
     { "residual_epilogue", OP_ADD, residual_epilogue, "matmul followed by the residual add: the add is its epilogue" },
+    { "norm_residual", OP_ADD, norm_residual, "a norm of a block's output and the residual add: one pass" },
     { "qkv", OP_MATMUL, qkv, "Q, K and V matmuls of one input: one op, one read of the input" },
     { "norm_q8", OP_RMS_NORM, norm_q8, "a norm read only by matmuls emits the Q8_1 activation they consume" },
 };

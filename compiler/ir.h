@@ -68,6 +68,7 @@ struct ir_node {
     struct expr ne[4];
     int dtype;            /* enum act_type */
     int eps, rope_base;   /* float hyperparameters, or -1 */
+    int rope_factor;      /* ROPE: linear position scaling, a float hyperparameter, or -1 */
     int scale;            /* SCALE: a float hyperparameter */
     int window;           /* ATTENTION: an integer hyperparameter, or -1 (all positions) */
     int glu;              /* GLU, FFN_GLU: enum glu_gate */

@@ -168,6 +168,13 @@ static int infer(struct ctx *c, struct ir_node *n)
         return 0;
     case OP_MATMUL:
         return matmul_shape(c, n, n->weight[0], n->bias[0], s0);
+    case OP_RMS_NORM_ADD:
+        if (want_dims(c, n, s0, 2, "input") || want_1d_weight(c, n, n->weight[0], &s0->ne[0], "the row length"))
+            return -1;
+        if (!same_shape(s0, s1))
+            return nfail(c, n, "the residual's shape differs from the norm's");
+        copy_shape(n, s0);
+        return 0;
     case OP_MATMUL_ADD:
         if (matmul_shape(c, n, n->weight[0], n->bias[0], s0))
             return -1;

@@ -126,6 +126,7 @@ static int record(lua_State *L, int op, int n_src, const int *src, int n_w, cons
     n->rope_base = -1;
     n->scale = -1;
     n->window = -1;
+    n->rope_factor = -1;
     n->alias = -1;
     n->slot = -1;
     n->region = state(L)->region;
@@ -227,11 +228,13 @@ static int g_heads(lua_State *L)
 
 static int g_rope(lua_State *L)
 {
-    if (lua_gettop(L) != 2 && lua_gettop(L) != 3)
-        luaL_error(L, "g.rope takes 2 or 3 arguments (x, base[, \"neox\"|\"normal\"]), got %d", lua_gettop(L));
+    if (lua_gettop(L) < 2 || lua_gettop(L) > 4)
+        luaL_error(L, "g.rope takes 2 to 4 arguments (x, base[, \"neox\"|\"normal\"[, linear factor]]), got %d",
+                   lua_gettop(L));
     int x = check_node(L, 1, "rope"), base = check_value(L, 2, "rope", HP_FLOAT, true);
+    int factor = lua_gettop(L) == 4 ? check_value(L, 4, "rope", HP_FLOAT, true) : -1;
     int style = ROPE_NEOX;
-    if (lua_gettop(L) == 3) {
+    if (lua_gettop(L) >= 3) {
         const char *s = lua_tostring(L, 3);
         if (!s || (strcmp(s, "neox") && strcmp(s, "normal")))
             luaL_error(L, "g.rope: style must be \"neox\" or \"normal\", got %s", s ? s : luaL_typename(L, 3));
@@ -241,6 +244,7 @@ static int g_rope(lua_State *L)
     record(L, OP_ROPE, 2, src, 0, NULL);
     last_node(L)->rope_base = base;
     last_node(L)->rope_style = style;
+    last_node(L)->rope_factor = factor;
     return 1;
 }
 

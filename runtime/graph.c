@@ -144,6 +144,14 @@ static int infer(struct graph *g, const struct node_desc *d, struct node *n)
             return gfail(g, d, "row length %lld is not a multiple of 32, which Q8_1 needs", (long long)a->ne[0]);
         set(n, a->n_dims, a->ne[0], a->ne[1], a->ne[2], d->op == OP_RMS_NORM_Q8 ? ACT_Q8_1 : ACT_F32);
         return 0;
+    case OP_RMS_NORM_ADD:
+        if (need_weight(g, d, d->p.w[0], "norm weight", 1, a->ne[0]))
+            return -1;
+        if (memcmp(a->ne, b->ne, sizeof a->ne) != 0)
+            return gfail(g, d, "the residual's shape differs from the norm's ([%lld, %lld] and [%lld, %lld])",
+                         (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0], (long long)b->ne[1]);
+        set(n, a->n_dims, a->ne[0], a->ne[1], a->ne[2], ACT_F32);
+        return 0;
     case OP_HEAD_NORM:
     case OP_HEAD_NORM_ROPE:
         if (need_weight(g, d, d->p.w[0], "norm weight", 1, a->ne[0]))

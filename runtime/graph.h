@@ -21,6 +21,7 @@ struct op_params {
     const struct weight *bias[GRAPH_MAX_W]; /* the matching biases, NULL when absent */
     float eps;                    /* norms */
     float rope_base;              /* ROPE, HEAD_NORM_ROPE */
+    float rope_factor;            /* ROPE, HEAD_NORM_ROPE: linear scaling, positions / factor (0: none) */
     enum rope_style rope_style;   /* ROPE, HEAD_NORM_ROPE */
     int64_t head_dim;             /* HEADS */
     float scale;                  /* SCALE */

@@ -41,7 +41,7 @@ enum op_kind {
     X(SCALE,          OPK_COMPUTE, 1, 0, 0, 0, 0, "x * scale, a float parameter (Gemma's embedding times sqrt(n_embd))") \
     X(HEADS,          OPK_VIEW,    1, 0, 0, 0, 0, "view [d*h, nt] as [d, h, nt] (d = head_dim)") \
     X(HEAD_NORM,      OPK_COMPUTE, 1, 1, 0, 0, 0, "RMS norm of each d-vector of [d, h, nt], times w[d]") \
-    X(ROPE,           OPK_COMPUTE, 2, 0, 0, 0, 0, "rotary embedding of [d, h, nt] at the positions (src1), in rope_style") \
+    X(ROPE,           OPK_COMPUTE, 2, 0, 0, 0, 0, "rotary embedding of [d, h, nt] at the positions (src1) (divided by rope_factor when set), in rope_style") \
     X(KV_STORE,       OPK_COMPUTE, 3, 0, 0, 0, 0, "k, v [d, h_kv, nt] into the layer's KV cache at the positions (src2)") \
     X(ATTENTION,      OPK_COMPUTE, 4, 0, 0, 0, 0, "causal GQA of q [d, h, nt] over the cache its KV_STORE (src1) filled, " \
                                                    "at the positions (src2), up to KV_LEN (src3), over the last `window` positions " \
@@ -49,6 +49,7 @@ enum op_kind {
     X(OUTPUTS,        OPK_VIEW,    1, 0, 0, 0, 0, "the last n_out columns, the tokens whose logits are wanted: [ne0, n_out]") \
     X(GLU,            OPK_COMPUTE, 2, 0, 0, 1, 0, "gate(a) * b, gate SiLU (SwiGLU) or GELU (GeGLU) as p.glu says") \
     X(RMS_NORM_Q8,    OPK_COMPUTE, 1, 1, 0, 1, 0, "RMS_NORM that writes Q8_1 blocks for the matmuls reading it") \
+    X(RMS_NORM_ADD,   OPK_COMPUTE, 2, 1, 0, 1, 0, "RMS_NORM of src0 plus src1: a block's output norm and its residual add") \
     X(MATMUL_QKV,     OPK_COMPUTE, 1, 3, 3, 1, 1, "three matmuls of one input: out w0 (q), PART 1 w1 (k), PART 2 w2 (v)") \
     X(FFN_GLU,        OPK_COMPUTE, 1, 2, 0, 1, 1, "gate(w0^T x) * (w1^T x) (GLU's gate): gate and up as one paired matmul") \
     X(MATMUL_ADD,     OPK_COMPUTE, 2, 1, 1, 1, 1, "w^T x (+ bias) + src1: the residual add as the matmul's epilogue") \

@@ -303,7 +303,7 @@ struct specialized {
     int tensors, nodes;
 };
 static struct specialized specialized[] = { { "qwen2.5-0.5b", "qwen2", "qwen2_5_0_5b", 290, 367 },
-                                            { "gemma3-270m", "gemma3", "gemma3_270m", 236, 350 } };
+                                            { "gemma3-270m", "gemma3", "gemma3_270m", 236, 314 } };
 
 ParameterizedTestParameters(cli, a_specialized_binary_runs_its_own_shapes)
 {

@@ -202,10 +202,10 @@ Test(cpu_ops, fused_matmuls_equal_their_parts)
 
 /* ---- norms, RoPE, elementwise ---- */
 
-static void rope_ref(double *x, int64_t d, int64_t pos, double base, int style)
+static void rope_ref(double *x, int64_t d, double pos, double base, int style)
 {
     for (int64_t i = 0; i < d / 2; i++) {
-        double th = (double)pos * pow(base, -2.0 * (double)i / (double)d);
+        double th = pos * pow(base, -2.0 * (double)i / (double)d);
         int64_t a = style == ROPE_NEOX ? i : 2 * i, b = style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
         double x0 = x[a], x1 = x[b];
         x[a] = x0 * cos(th) - x1 * sin(th);
@@ -228,12 +228,16 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
     int x = input(&r, k, xv), y = input(&r, k, yv);
     int norm = add(&r, (struct node_desc){ .op = OP_RMS_NORM, .src = { x, -1 }, .p = { .w = { norm_w }, .eps = 1e-5f } });
     int norm_q8 = add(&r, (struct node_desc){ .op = OP_RMS_NORM_Q8, .src = { x, -1 }, .p = { .w = { norm_w }, .eps = 1e-5f } });
+    int norm_add = add(&r, (struct node_desc){ .op = OP_RMS_NORM_ADD, .src = { x, y }, .p = { .w = { norm_w }, .eps = 1e-5f } });
+    int norm_then_add = add(&r, (struct node_desc){ .op = OP_ADD, .src = { norm, y } });
     int heads = add(&r, (struct node_desc){ .op = OP_HEADS, .src = { x, -1 }, .p.head_dim = d });
     int hn = add(&r, (struct node_desc){ .op = OP_HEAD_NORM, .src = { heads, -1 }, .p = { .w = { head_w }, .eps = 1e-6f } });
     int rope = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { hn, r.pos }, .p = { .rope_base = 1e4f, .rope_style = ROPE_NEOX } });
     int fused = add(&r, (struct node_desc){ .op = OP_HEAD_NORM_ROPE, .src = { heads, r.pos },
                                             .p = { .w = { head_w }, .eps = 1e-6f, .rope_base = 1e4f, .rope_style = ROPE_NEOX } });
     int normal = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { heads, r.pos }, .p = { .rope_base = 5e5f, .rope_style = ROPE_NORMAL } });
+    int linear = add(&r, (struct node_desc){ .op = OP_ROPE, .src = { heads, r.pos },
+                                             .p = { .rope_base = 1e4f, .rope_style = ROPE_NEOX, .rope_factor = 8 } });
     int sum = add(&r, (struct node_desc){ .op = OP_ADD, .src = { x, y } });
     int prod = add(&r, (struct node_desc){ .op = OP_MUL, .src = { x, y } });
     int silu = add(&r, (struct node_desc){ .op = OP_SILU, .src = { x, -1 } });
@@ -242,6 +246,7 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
     int biased = add(&r, (struct node_desc){ .op = OP_ADD_BIAS, .src = { y, -1 }, .p.bias = { bias } });
     run(&r);
     cr_assert_eq(memcmp(data(&r, norm), data(&r, norm_q8), (size_t)k * 5 * 4), 0, "the CPU's RMS_NORM_Q8 writes f32");
+    cr_assert_eq(memcmp(data(&r, norm_add), data(&r, norm_then_add), (size_t)k * 5 * 4), 0, "RMS_NORM_ADD = ADD(RMS_NORM)");
     cr_assert_eq(memcmp(data(&r, fused), data(&r, rope), (size_t)k * 5 * 4), 0, "HEAD_NORM_ROPE = ROPE(HEAD_NORM)");
     float hwd[64];
     dequantize_row(TYPE_F16, head_w->data, hwd, d);
@@ -262,20 +267,23 @@ Test(cpu_ops, norms_rope_and_elementwise_match_the_formulas)
             cr_assert_eq(data(&r, scaled)[c * k + i], xc[i] * 25.3f, "scale");
         }
         for (int64_t j = 0; j < h; j++) {
-            double v[64], plain[64];
+            double v[64], plain[64], lin_ref[64];
             double hs = 0;
             for (int64_t i = 0; i < d; i++)
                 hs += (double)xc[j * d + i] * xc[j * d + i];
             for (int64_t i = 0; i < d; i++) {
                 v[i] = xc[j * d + i] / sqrt(hs / (double)d + 1e-6) * hwd[i];
-                plain[i] = xc[j * d + i];
+                plain[i] = lin_ref[i] = xc[j * d + i];
             }
             rope_ref(v, d, c, 1e4, ROPE_NEOX);
             rope_ref(plain, d, c, 5e5, ROPE_NORMAL);
+            rope_ref(lin_ref, d, c / 8.0, 1e4, ROPE_NEOX);
             for (int64_t i = 0; i < d; i++) {
                 cr_assert_leq(fabs(data(&r, rope)[c * k + j * d + i] - v[i]), 1e-5 * fabs(v[i]) + 1e-5, "neox rope");
                 cr_assert_leq(fabs(data(&r, normal)[c * k + j * d + i] - plain[i]), 1e-5 * fabs(plain[i]) + 1e-5,
                               "normal rope");
+                cr_assert_leq(fabs(data(&r, linear)[c * k + j * d + i] - lin_ref[i]), 1e-5 * fabs(lin_ref[i]) + 1e-5,
+                              "rope with linear scaling");
             }
         }
     }

@@ -21,6 +21,9 @@ static struct tiny tinies[] = {
     { "qwen3", "n_embd=64,n_layer=3,n_head=4,n_head_kv=2,head_dim=32,n_ff=96,n_vocab=300,n_ctx=256,eps=1e-6" },
     { "qwen2", "n_embd=64,n_layer=3,n_head=4,n_head_kv=2,n_ff=96,n_vocab=300,n_ctx=256,eps=1e-6" },
     { "llama", "n_embd=96,n_layer=2,n_head=3,n_head_kv=1,n_ff=64,n_vocab=300,n_ctx=256,eps=1e-5" },
+    /* per-layer values: a window of 3 on two layers of three, the third global with its positions scaled by 4 */
+    { "gemma3", "n_embd=64,n_layer=3,n_head=4,n_head_kv=2,head_dim=32,n_ff=96,n_vocab=300,n_ctx=256,eps=1e-6,"
+                "sliding_window=3,swa_period=3,rope_factor=4" },
 };
 
 static const char *synth(const struct tiny *t, const char *type)
@@ -283,7 +286,7 @@ Test(graph_plan, missing_tensors_are_named_and_optional_ones_may_be_absent, .tim
  * against the shape the generated code passes), and the fused graph gives
  * the unfused one's logits bit for bit, since every fused CPU kernel does
  * its parts' arithmetic in their order. */
-extern const struct arch_def qwen3_unfused_arch, qwen2_unfused_arch, llama_unfused_arch;
+extern const struct arch_def qwen3_unfused_arch, qwen2_unfused_arch, llama_unfused_arch, gemma3_unfused_arch;
 
 ParameterizedTestParameters(graph_plan, fusion_keeps_the_bits)
 {
@@ -295,7 +298,8 @@ ParameterizedTest(struct tiny *t, graph_plan, fusion_keeps_the_bits, .timeout = 
     const char *path = synth(t, "q8_0");
     const struct arch_def *unfused = strcmp(t->arch, "qwen3") == 0   ? &qwen3_unfused_arch
                                      : strcmp(t->arch, "qwen2") == 0 ? &qwen2_unfused_arch
-                                                                     : &llama_unfused_arch;
+                                     : strcmp(t->arch, "gemma3") == 0 ? &gemma3_unfused_arch
+                                                                      : &llama_unfused_arch;
     int32_t ids[7] = { 5, 17, 250, 3, 99, 120, 7 };
     static float logits[2][7 * 300];
     for (int k = 0; k < 2; k++) {

@@ -69,8 +69,8 @@ static int small_kernels(int reps)
             if (cuda_stream_create(&st, &e) || cuda_capture_begin(st, &e))
                 return fail_line(&e);
             for (int i = 0; i < SMALL_LAUNCHES; i++) {
-                int rc = kind == 0 ? cuda_rms_norm(x, w, 1e-6f, d, 1, NULL, q8, st, &e)
-                         : kind == 1 ? cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, ROPE_NEOX, pos, hd, 1, &store, st, &e)
+                int rc = kind == 0 ? cuda_rms_norm(x, w, 1e-6f, d, 1, NULL, NULL, q8, st, &e)
+                         : kind == 1 ? cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, pos, hd, 1, &store, st, &e)
                                      : cuda_attention(KV_F16, kl, vl, q, pos, hd, h, hk, 1, n_ctx, chunk, 0, att, y, q8, st, &e);
                 if (rc)
                     return cuda_capture_abort(st), fail_line(&e);

@@ -17,6 +17,7 @@ struct gemma3_hparams {
     float eps; /* gemma3.attention.layer_norm_rms_epsilon */
     float rope_base; /* gemma3.rope.freq_base, default given */
     int64_t sliding_window; /* gemma3.attention.sliding_window */
+    float rope_factor; /* gemma3.rope.scaling.factor, default given */
     float rope_base_swa; /* gemma3.rope.freq_base_swa, default given */
     int64_t swa_period; /* gemma3.attention.sliding_window_pattern, default 6 */
     float embd_scale; /* = sqrt(n_embd) */

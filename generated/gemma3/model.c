@@ -60,6 +60,10 @@ static int read_hparams(const struct gguf *g, void *out, struct error *e)
         return -1;
     if (hp_positive(&r, "sliding_window", "gemma3.attention.sliding_window", hp->sliding_window))
         return -1;
+    if ((rc = hp_float(&r, "gemma3.rope.scaling.factor", false, &hp->rope_factor)) < 0)
+        return -1;
+    if (rc == 0)
+        hp->rope_factor = (float)1;
     if ((rc = hp_float(&r, "gemma3.rope.freq_base_swa", false, &hp->rope_base_swa)) < 0)
         return -1;
     if (rc == 0)
@@ -86,6 +90,7 @@ static const struct hparam_spec hparams[] = {
     { "eps", "gemma3.attention.layer_norm_rms_epsilon", true, HPARAM_GGUF, false, offsetof(struct gemma3_hparams, eps) },
     { "rope_base", "gemma3.rope.freq_base", true, HPARAM_GGUF, true, offsetof(struct gemma3_hparams, rope_base) },
     { "sliding_window", "gemma3.attention.sliding_window", false, HPARAM_GGUF, false, offsetof(struct gemma3_hparams, sliding_window) },
+    { "rope_factor", "gemma3.rope.scaling.factor", true, HPARAM_GGUF, true, offsetof(struct gemma3_hparams, rope_factor) },
     { "rope_base_swa", "gemma3.rope.freq_base_swa", true, HPARAM_GGUF, true, offsetof(struct gemma3_hparams, rope_base_swa) },
     { "swa_period", "gemma3.attention.sliding_window_pattern", false, HPARAM_GGUF, true, offsetof(struct gemma3_hparams, swa_period) },
     { "embd_scale", "", true, HPARAM_DERIVED, true, offsetof(struct gemma3_hparams, embd_scale) },

@@ -56,7 +56,7 @@ int cpu_execute(const struct graph *g, struct cpu_run *r, struct error *e)
         case OP_TOKENS: case OP_POSITIONS: case OP_KV_LEN: case OP_HEADS: case OP_OUTPUTS: case OP_PART:
             break; /* inputs, views, and outputs their producer writes */
         case OP_EMBED: cpu_embed(g, n, r); break;
-        case OP_RMS_NORM: case OP_RMS_NORM_Q8: cpu_rms_norm(g, n, r); break;
+        case OP_RMS_NORM: case OP_RMS_NORM_Q8: case OP_RMS_NORM_ADD: cpu_rms_norm(g, n, r); break;
         case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE:
             if (n->op != OP_HEAD_NORM && n->ne[0] > r->s->head_dim) /* the angles' scratch holds a head of head_dim */
                 return fail(e, "%s:%d: %s over heads of %lld, wider than the model's head size %lld", g->source, n->line,

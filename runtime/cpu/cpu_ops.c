@@ -20,7 +20,7 @@ void cpu_embed(const struct graph *g, const struct node *n, struct cpu_run *r)
         dequantize_row(w->type, (const uint8_t *)w->data + (size_t)ids[c] * row_bytes, y + c * d, d);
 }
 
-/* x / sqrt(mean(x^2) + eps) * w over n values. The sum of squares runs in
+/* x / sqrt(mean(x^2) + eps) * w over n values (RMS_NORM_ADD: then + src1). The sum of squares runs in
  * double, in order; the scale is applied in float, like the reference. */
 static void rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps)
 {
@@ -36,10 +36,15 @@ void cpu_rms_norm(const struct graph *g, const struct node *n, struct cpu_run *r
 {
     const float *x = (const float *)cpu_data(g, r, n->src[0]);
     uint8_t *out = cpu_data(g, r, index_of(g, n));
+    const float *res = n->op == OP_RMS_NORM_ADD ? (const float *)cpu_data(g, r, n->src[1]) : NULL;
     int64_t d = n->ne[0];
     dequantize_row(n->p.w[0]->type, n->p.w[0]->data, r->s->row, d);
-    for (int64_t c = 0; c < n->ne[1]; c++)
-        rms_norm_row(x + c * d, r->s->row, (float *)out + c * d, d, n->p.eps);
+    for (int64_t c = 0; c < n->ne[1]; c++) {
+        float *y = (float *)out + c * d;
+        rms_norm_row(x + c * d, r->s->row, y, d, n->p.eps);
+        for (int64_t i = 0; res && i < d; i++) /* the add as ADD makes it: the same bits */
+            y[i] += res[c * d + i];
+    }
 }
 
 /* Rotates one head vector in place by the angles whose cosines and sines
@@ -54,8 +59,9 @@ static void rope_row(float *x, int64_t d, const float *c, const float *s, enum r
     }
 }
 
-/* The rotation of position pos: pair i's angle pos * base^(-2i/d) formed in
- * double (so long positions do not drift; freq[i] holds the power), its
+/* The rotation of position pos: pair i's angle pos * base^(-2i/d) (over
+ * the linear scaling factor, if any) formed in double (so long positions do
+ * not drift; freq[i] holds the power and the factor), its
  * cosine and sine rounded to float: once per token, for all its heads. */
 static void rope_angles(int64_t d, int64_t pos, const double *freq, float *c, float *s)
 {
@@ -79,7 +85,8 @@ void cpu_head_norm_rope(const struct graph *g, const struct node *n, struct cpu_
     float *cs = r->s->rope_cs, *sn = cs + d / 2;
     if (rope)
         for (int64_t i = 0; i < d / 2; i++)
-            freq[i] = pow((double)n->p.rope_base, -2.0 * (double)i / (double)d);
+            freq[i] = pow((double)n->p.rope_base, -2.0 * (double)i / (double)d) /
+                      (n->p.rope_factor > 0 ? (double)n->p.rope_factor : 1.0);
     for (int64_t c = 0; c < n->ne[2]; c++) {
         if (rope)
             rope_angles(d, pos[c], freq, cs, sn);

@@ -107,7 +107,7 @@ static bool cuda_supports(const struct graph *g, int i, struct error *e)
         return refuse(g, i, e, "a quantized matmul needs rows that are a multiple of 32");
     if (n->op == OP_RMS_NORM_Q8 && n->dtype == ACT_Q8_1 && n->ne[0] % 32)
         return refuse(g, i, e, "Q8_1 output needs a row length that is a multiple of 32");
-    if ((n->op == OP_RMS_NORM || n->op == OP_RMS_NORM_Q8) && n->ne[0] > 8192)
+    if ((n->op == OP_RMS_NORM || n->op == OP_RMS_NORM_Q8 || n->op == OP_RMS_NORM_ADD) && n->ne[0] > 8192)
         return refuse(g, i, e, "the norm kernel takes rows of at most 8192");
     if ((n->op == OP_ROPE || n->op == OP_HEAD_NORM || n->op == OP_HEAD_NORM_ROPE) && (n->ne[0] % 2 || n->ne[0] > 4096))
         return refuse(g, i, e, "head size must be even and at most 4096");
@@ -421,7 +421,8 @@ static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct 
     for (int k = i; count < 2 && k >= 0; k = count == 1 ? j : -1) {
         const struct node *x = &g->node[k];
         if (k != i && (x->op != n->op || x->ne[0] != n->ne[0] || x->ne[2] != n->ne[2] || x->p.eps != n->p.eps ||
-                       x->p.rope_base != n->p.rope_base || x->p.rope_style != n->p.rope_style ||
+                       x->p.rope_base != n->p.rope_base || x->p.rope_factor != n->p.rope_factor ||
+                       x->p.rope_style != n->p.rope_style ||
                        (rope && x->src[1] != n->src[1])))
             break;
         parts[count++] = (struct cuda_heads){ (const float *)data(s, g, x->src[0]), norm ? dev_of(s, x->p.w[0]) : NULL,
@@ -438,7 +439,7 @@ static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct 
         store = (struct cuda_kv_dest){ s->kv_type, s->kv_k + at, s->kv_v + at, (const float *)data(s, g, kv->src[1]), s->n_ctx };
         s->skip[1] = st;
     }
-    return cuda_head_norm_rope_parts(parts, count, n->p.eps, rope ? n->p.rope_base : 0.0f, n->p.rope_style,
+    return cuda_head_norm_rope_parts(parts, count, n->p.eps, rope ? n->p.rope_base : 0.0f, n->p.rope_factor, n->p.rope_style,
                                      fold ? (const int32_t *)data(s, g, kv->src[2])
                                      : rope ? (const int32_t *)data(s, g, n->src[1]) : NULL, n->ne[0], n->ne[2],
                                      fold ? &store : NULL, s->stream, e);
@@ -456,8 +457,9 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
         return 0;
     case OP_EMBED:
         return cuda_embed(n->p.w[0]->type, dev_of(s, n->p.w[0]), n->ne[0], (const int32_t *)x, n->ne[1], y, st, e);
-    case OP_RMS_NORM: case OP_RMS_NORM_Q8:
-        return cuda_rms_norm(x, dev_of(s, n->p.w[0]), n->p.eps, n->ne[0], n->ne[1], n->dtype == ACT_Q8_1 ? NULL : y,
+    case OP_RMS_NORM: case OP_RMS_NORM_Q8: case OP_RMS_NORM_ADD:
+        return cuda_rms_norm(x, dev_of(s, n->p.w[0]), n->p.eps, n->ne[0], n->ne[1],
+                             n->op == OP_RMS_NORM_ADD ? (const float *)data(s, g, n->src[1]) : NULL, n->dtype == ACT_Q8_1 ? NULL : y,
                              n->dtype == ACT_Q8_1 ? (void *)y : NULL, st, e);
     case OP_HEAD_NORM: case OP_ROPE: case OP_HEAD_NORM_ROPE:
         return run_heads(s, g, i, e);

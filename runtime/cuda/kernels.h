@@ -30,14 +30,16 @@ bool cuda_matmul_takes_q8(enum tensor_type t);
 int cuda_embed(enum tensor_type t, const void *w, int64_t n_embd, const int32_t *ids, int64_t nt, float *y, void *stream,
                struct error *e);
 
-/* norm.cu: RMS norm of each of nt columns of d values, times w: into y
- * (f32), or into q8 (d/32 Q8_1 blocks per column) when q8 is not NULL. */
-int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, float *y, void *q8, void *stream,
-                  struct error *e);
+/* norm.cu: RMS norm of each of nt columns of d values, times w (plus res,
+ * if not NULL): into y (f32), or into q8 (d/32 Q8_1 blocks per column)
+ * when q8 is not NULL. */
+int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, const float *res, float *y, void *q8,
+                  void *stream, struct error *e);
 /* Per head vector of [d, h, nt]: an RMS norm times w (if w), then RoPE at
- * pos[column] (if rope_base > 0), in the given style (enum rope_style). */
-int cuda_head_norm_rope(const float *x, const float *w, float eps, float rope_base, int rope_style, const int32_t *pos,
-                        int64_t d, int64_t h, int64_t nt, float *y, void *stream, struct error *e);
+ * pos[column] (if rope_base > 0; over rope_factor when that is > 0, linear
+ * scaling), in the given style (enum rope_style). */
+int cuda_head_norm_rope(const float *x, const float *w, float eps, float rope_base, float rope_factor, int rope_style,
+                        const int32_t *pos, int64_t d, int64_t h, int64_t nt, float *y, void *stream, struct error *e);
 /* The same over one or two tensors of heads in one launch (Q's and K's). */
 struct cuda_heads {
     const float *x, *w; /* w: NULL for no norm */
@@ -53,8 +55,8 @@ struct cuda_kv_dest {
     const float *v;    /* [d, h_kv, nt] */
     int64_t n_ctx;
 };
-int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base, int rope_style,
-                              const int32_t *pos, int64_t d, int64_t nt, const struct cuda_kv_dest *store, void *stream,
+int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base, float rope_factor,
+                              int rope_style, const int32_t *pos, int64_t d, int64_t nt, const struct cuda_kv_dest *store, void *stream,
                               struct error *e);
 /* (quantize_q8_1.h quantizes an f32 activation for a matmul that did not get Q8_1 from its producer) */
 

@@ -38,8 +38,8 @@ __device__ static double block_sum(double v, double *shared)
  * on memory once), then block_sum's fixed tree; so every slice gets the
  * same scale, and a column the same bits in any batch. */
 __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w,
-                                                                float eps, int64_t d, float *__restrict__ y,
-                                                                uint8_t *__restrict__ q8)
+                                                                float eps, int64_t d, const float *__restrict__ res,
+                                                                float *__restrict__ y, uint8_t *__restrict__ q8)
 {
     __shared__ double partial[NORM_THREADS / 32];
     const int64_t own = (int64_t)blockIdx.x * NORM_THREADS + threadIdx.x;
@@ -64,7 +64,9 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
     ss = block_sum(ss, partial);
     const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
     if (own < d) { /* for Q8_1, whole warps alike (d is a multiple of 32) */
-        const float v = __fmul_rn(__fmul_rn(mine, scale), wv);
+        float v = __fmul_rn(__fmul_rn(mine, scale), wv);
+        if (res) /* a block's output norm and its residual add: the elementwise ADD's rounding */
+            v = __fadd_rn(v, res[(size_t)blockIdx.y * (size_t)d + (size_t)own]);
         if (q8)
             q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(own / 32) * 36);
         else
@@ -72,8 +74,8 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
     }
 }
 
-extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, float *y, void *q8,
-                             void *stream, struct error *e)
+extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, const float *res, float *y,
+                             void *q8, void *stream, struct error *e)
 {
     if (d <= 0 || d > NORM_THREADS * NORM_VALS || nt <= 0 || nt > 65535 || (q8 && d % 32))
         return fail(e, "rms_norm: %lld columns (at most 65535) of %lld (at most %d%s)", (long long)nt, (long long)d,
@@ -81,7 +83,7 @@ extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t 
     const dim3 grid((unsigned)((d + NORM_THREADS - 1) / NORM_THREADS), (unsigned)nt);
     if (cuda_launch_begin("rms_norm_kernel", e))
         return -1;
-    launch(rms_norm_kernel, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, y, (uint8_t *)q8);
+    launch(rms_norm_kernel, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
     return cuda_launch_end("rms_norm_kernel", e);
 }
 
@@ -93,6 +95,7 @@ struct hnr_args {
     struct cuda_heads part[2];
     int n_part;
     float eps, rope_base;
+    double rope_scale; /* 1 / the linear scaling factor */
     int style;
     const int32_t *pos;
     int64_t d;
@@ -107,7 +110,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     __shared__ double partial[HEAD_THREADS / 32];
     /* the frequency of this thread's first pair depends on the arguments
      * alone: formed while the kernel before still runs */
-    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)a.d) : 0.0;
+    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)a.d) * a.rope_scale : 0.0;
     grid_begin();
     int64_t head = blockIdx.x;
     const int64_t d = a.d;
@@ -145,7 +148,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     } else {
         const double pos = (double)a.pos[blockIdx.y];
         for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
-            const double theta = pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)d));
+            const double theta = pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)d) * a.rope_scale);
             const float c = (float)cos(theta), s = (float)sin(theta);
             const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
             const float x0 = v[x0i], x1 = v[x1i];
@@ -164,7 +167,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
 }
 
 extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base,
-                                         int rope_style, const int32_t *pos, int64_t d, int64_t nt,
+                                         float rope_factor, int rope_style, const int32_t *pos, int64_t d, int64_t nt,
                                          const struct cuda_kv_dest *store, void *stream, struct error *e)
 {
     struct hnr_args a;
@@ -180,6 +183,7 @@ extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_p
     a.n_part = n_part;
     a.eps = eps;
     a.rope_base = rope_base;
+    a.rope_scale = 1.0 / (rope_factor > 0 ? (double)rope_factor : 1.0);
     a.style = rope_style;
     a.pos = pos;
     a.d = d;
@@ -203,10 +207,10 @@ extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_p
     return cuda_launch_end("head_norm_rope_kernel", e);
 }
 
-extern "C" int cuda_head_norm_rope(const float *x, const float *w, float eps, float rope_base, int rope_style,
-                                   const int32_t *pos, int64_t d, int64_t h, int64_t nt, float *y, void *stream,
-                                   struct error *e)
+extern "C" int cuda_head_norm_rope(const float *x, const float *w, float eps, float rope_base, float rope_factor,
+                                   int rope_style, const int32_t *pos, int64_t d, int64_t h, int64_t nt, float *y,
+                                   void *stream, struct error *e)
 {
     const struct cuda_heads part = { x, w, y, h };
-    return cuda_head_norm_rope_parts(&part, 1, eps, rope_base, rope_style, pos, d, nt, NULL, stream, e);
+    return cuda_head_norm_rope_parts(&part, 1, eps, rope_base, rope_factor, rope_style, pos, d, nt, NULL, stream, e);
 }

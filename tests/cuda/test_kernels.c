@@ -411,19 +411,26 @@ void test_kernels_embed(void)
 static bool rms_norm_case(int64_t d, int64_t nt)
 {
     struct error e;
-    float *x = randoms(d * nt, 3), *w = randoms(d, 0.3f), *y = malloc((size_t)(d * nt) * 4);
+    float *x = randoms(d * nt, 3), *w = randoms(d, 0.3f), *y = malloc((size_t)(d * nt) * 4), *res = randoms(d * nt, 2);
+    float *sum = malloc((size_t)(d * nt) * 4);
     for (int i = 0; i < d; i++)
         w[i] += 1;
     uint8_t *q = malloc((size_t)(d / 32) * 36 * nt), *want_q = malloc((size_t)(d / 32) * 36 * nt);
     float *dx = up(x, (size_t)(d * nt) * 4), *dw = up(w, (size_t)d * 4), *dy = up(NULL, (size_t)(d * nt) * 4);
+    float *dres = up(res, (size_t)(d * nt) * 4), *dsum = up(NULL, (size_t)(d * nt) * 4);
     void *dq = up(NULL, (size_t)(d / 32) * 36 * nt);
-    bool ok = CHECK(cuda_rms_norm(dx, dw, 1e-6f, d, nt, dy, NULL, NULL, &e) == 0 &&
-                        cuda_rms_norm(dx, dw, 1e-6f, d, nt, NULL, dq, NULL, &e) == 0,
+    bool ok = CHECK(cuda_rms_norm(dx, dw, 1e-6f, d, nt, NULL, dy, NULL, NULL, &e) == 0 &&
+                        cuda_rms_norm(dx, dw, 1e-6f, d, nt, NULL, NULL, dq, NULL, &e) == 0 &&
+                        cuda_rms_norm(dx, dw, 1e-6f, d, nt, dres, dsum, NULL, NULL, &e) == 0,
                     "%s", e.msg);
     double worst = 0;
     if (ok) {
         down(y, dy, (size_t)(d * nt) * 4);
         down(q, dq, (size_t)(d / 32) * 36 * nt);
+        down(sum, dsum, (size_t)(d * nt) * 4);
+        for (int64_t i = 0; i < d * nt && ok; i++) /* the residual add: the elementwise ADD's bits */
+            ok = CHECK(sum[i] == y[i] + res[i], "rms_norm + residual element %lld: %g, want %g", (long long)i,
+                       (double)sum[i], (double)(y[i] + res[i]));
         for (int64_t c = 0; c < nt; c++) {
             double ss = 0;
             for (int64_t i = 0; i < d; i++)
@@ -442,8 +449,8 @@ static bool rms_norm_case(int64_t d, int64_t nt)
              CHECK(memcmp(q, want_q, (size_t)(d / 32) * 36 * nt) == 0,
                    "the Q8_1 output is not the CPU's quantization of the f32 output");
     }
-    cuda_free(dx), cuda_free(dw), cuda_free(dy), cuda_free(dq);
-    free(x), free(w), free(y), free(q), free(want_q);
+    cuda_free(dx), cuda_free(dw), cuda_free(dy), cuda_free(dq), cuda_free(dres), cuda_free(dsum);
+    free(x), free(w), free(y), free(q), free(want_q), free(res), free(sum);
     return ok;
 }
 
@@ -461,8 +468,11 @@ void test_kernels_norms(void)
         hw[i] += 1;
     float *dhx = up(hx, (size_t)(hd * h * hn) * 4), *dhw = up(hw, (size_t)hd * 4), *dhy = up(NULL, (size_t)(hd * h * hn) * 4);
     int32_t *dpos = up(pos, sizeof pos);
-    for (int style = 0; style < 2; style++) {
-        if (!CHECK(cuda_head_norm_rope(dhx, dhw, 1e-6f, 1e6f, style, dpos, hd, h, hn, dhy, NULL, &e) == 0, "%s", e.msg))
+    for (int way = 0; way < 3; way++) { /* NeoX, normal, NeoX with linear scaling by 8 (Gemma 3 4B's global layers) */
+        const int style = way == 1 ? ROPE_NORMAL : ROPE_NEOX;
+        const double factor = way == 2 ? 8 : 1;
+        if (!CHECK(cuda_head_norm_rope(dhx, dhw, 1e-6f, 1e6f, way == 2 ? 8.0f : 0.0f, style, dpos, hd, h, hn, dhy, NULL, &e) == 0,
+                   "%s", e.msg))
             return;
         down(hy, dhy, (size_t)(hd * h * hn) * 4);
         double herr = 0;
@@ -475,7 +485,7 @@ void test_kernels_norms(void)
                 for (int i = 0; i < hd; i++)
                     v[i] = xi[i] / sqrt(ss / hd + 1e-6) * hw[i];
                 for (int i = 0; i < hd / 2; i++) {
-                    double th = pos[c] * pow(1e6, -2.0 * i / hd);
+                    double th = pos[c] / factor * pow(1e6, -2.0 * i / hd);
                     int a = style == ROPE_NEOX ? i : 2 * i, b = style == ROPE_NEOX ? i + hd / 2 : 2 * i + 1;
                     double x0 = v[a], x1 = v[b];
                     v[a] = x0 * cos(th) - x1 * sin(th);
@@ -488,8 +498,8 @@ void test_kernels_norms(void)
                 }
                 herr = fmax(herr, dmax / vmax);
             }
-        printf("    head_norm_rope (%s) worst error %.2e of a head's largest value (bound 1e-6)\n", style ? "normal" : "neox",
-               herr);
+        printf("    head_norm_rope (%s) worst error %.2e of a head's largest value (bound 1e-6)\n",
+               way == 1 ? "normal" : way == 2 ? "neox, positions / 8" : "neox", herr);
         if (!CHECK(herr <= 1e-6, "head norm + rope error %g", herr))
             return;
     }
@@ -619,7 +629,7 @@ static bool folded_kv_store(enum kv_type kt)
         const struct cuda_heads parts[2] = { { dq, dqw, yq[way], h }, { dk, dkw, yk[way], h_kv } };
         const struct cuda_kv_dest store = { kt, kc[way], vc[way], dv, n_ctx };
         cuda_memset_async(kc[way], 0, cache, NULL, &e), cuda_memset_async(vc[way], 0, cache, NULL, &e);
-        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, ROPE_NEOX, dpos, d, nt, way ? &store : NULL, NULL, &e) == 0 &&
+        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, dpos, d, nt, way ? &store : NULL, NULL, &e) == 0 &&
                        (way || cuda_kv_store(kt, kc[0], vc[0], yk[0], dv, dpos, d, h_kv, nt, n_ctx, NULL, &e) == 0),
                    "%s", e.msg);
     }
