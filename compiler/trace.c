@@ -192,21 +192,17 @@ static int g_add_bias(lua_State *L)
     return 1;
 }
 
-static int g_silu(lua_State *L)
+static int unary(lua_State *L, const char *fn, int op)
 {
-    check_arity(L, "silu", 1, "x");
-    int x = check_node(L, 1, "silu");
-    record(L, OP_SILU, 1, &x, 0, NULL);
+    check_arity(L, fn, 1, "x");
+    int x = check_node(L, 1, fn);
+    record(L, op, 1, &x, 0, NULL);
     return 1;
 }
 
-static int g_gelu(lua_State *L)
-{
-    check_arity(L, "gelu", 1, "x");
-    int x = check_node(L, 1, "gelu");
-    record(L, OP_GELU, 1, &x, 0, NULL);
-    return 1;
-}
+static int g_silu(lua_State *L) { return unary(L, "silu", OP_SILU); }
+static int g_gelu(lua_State *L) { return unary(L, "gelu", OP_GELU); }
+static int g_outputs(lua_State *L) { return unary(L, "outputs", OP_OUTPUTS); }
 
 static int g_scale(lua_State *L)
 {
@@ -337,14 +333,6 @@ static int g_per_layer(lua_State *L)
             break;
     }
     push_handle(L, HPARAM_MT, ir->n_hp++);
-    return 1;
-}
-
-static int g_outputs(lua_State *L)
-{
-    check_arity(L, "outputs", 1, "x");
-    int x = check_node(L, 1, "outputs");
-    record(L, OP_OUTPUTS, 1, &x, 0, NULL);
     return 1;
 }
 
