@@ -89,11 +89,14 @@ void cpu_kv_store(const struct graph *g, const struct node *n, struct cpu_run *r
 void cpu_attention(const struct graph *g, const struct node *n, struct cpu_run *r);
 
 /* SiLU and GELU (tanh approximation, as Gemma's gelu_pytorch_tanh), in one
- * place: fused and unfused GLUs must round the same way. */
+ * place: fused and unfused GLUs must round the same way. GELU's
+ * x/2 (1 + tanh(u)) is written as x / (1 + e^-2u), the same function: one
+ * expf instead of tanhf (which costs an expm1f and more: 15% of a Gemma
+ * prompt), and no cancellation in 1 + tanh(u) for negative x. */
 static inline float cpu_silu(float v) { return v / (1.0f + expf(-v)); }
 static inline float cpu_gelu(float v)
 {
-    return 0.5f * v * (1.0f + tanhf(0.797884560802865f * (v + 0.044715f * v * v * v)));
+    return v / (1.0f + expf(-1.59576912160573f * (v + 0.044715f * v * v * v)));
 }
 static inline float cpu_glu_gate(enum glu_gate gate, float v) { return gate == GLU_GELU ? cpu_gelu(v) : cpu_silu(v); }
 

@@ -68,9 +68,8 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
 __device__ static inline float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
 __device__ static inline float gelu(float v)
 {
-    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, v), v), v);
-    const float t = tanhf(__fmul_rn(0.797884560802865f, __fadd_rn(v, cube)));
-    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, t));
+    const float cube = __fmul_rn(__fmul_rn(0.044715f, v), v);
+    return __fdiv_rn(v, __fadd_rn(1.0f, expf(__fmul_rn(-1.59576912160573f, __fadd_rn(v, __fmul_rn(cube, v))))));
 }
 
 __device__ static inline float half_at(const uint8_t *p)
