@@ -21,15 +21,12 @@ import gguf
 
 TOP = 20
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import make_fixtures  # noqa: E402  (its name tables: Hugging Face -> GGUF, and Gemma's own)
+
 # GGUF names (llama.cpp's converter) -> Hugging Face's, per layer
-LAYER_NAMES = {
-    "attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
-    "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
-    "attn_output.weight": "self_attn.o_proj.weight", "attn_q_norm.weight": "self_attn.q_norm.weight",
-    "attn_k_norm.weight": "self_attn.k_norm.weight", "post_attention_norm.weight": "post_attention_layernorm.weight",
-    "ffn_norm.weight": "pre_feedforward_layernorm.weight", "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
-    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
-}
+LAYER_NAMES = {v: k for k, v in make_fixtures.GGUF_NAMES.items() if not k.startswith("model.") and k != "lm_head.weight"}
+LAYER_NAMES.update({v: k for k, v in make_fixtures.GEMMA_NAMES.items()})
 
 
 def field(reader, key, default=None):
