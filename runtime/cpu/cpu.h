@@ -23,6 +23,7 @@
 #define CPU_ROW_BLOCK 16 /* weight rows a matmul thread decodes at once (a multiple of 4) */
 #define CPU_COL_BLOCK 32 /* activation columns it dots them with at once */
 #define CPU_ATT_BLOCK 16 /* query tokens an attention job takes at once */
+#define CPU_ATT_ROWS 4   /* cached positions whose scores it forms at once */
 #define CPU_MAX_THREADS 64
 
 /* What the scratch is sized for. */

@@ -41,9 +41,9 @@ CPU_SIMD static void *attend(void *arg)
     /* per query (token ct of the block, head hg of the group) at t = ct * group + hg:
      * scores[t * n_ctx + p], sums[t], acc[t * d + i]; the queries transposed,
      * qt[i * nq + t], so one key element meets every query in one vector */
-    float *scores = j->work, *sums = scores + nq * n_ctx, *acc = sums + nq, *row = acc + nq * d; /* row: two of d */
+    float *scores = j->work, *sums = scores + nq * n_ctx, *acc = sums + nq, *row = acc + nq * d; /* row: CPU_ATT_ROWS of d */
     int64_t nq8 = (nq + 7) / 8 * 8; /* whole vectors of queries; the padding queries are zero */
-    float *qt = row + 2 * d, *s = qt + nq8 * d; /* s: two of nq8 */
+    float *qt = row + CPU_ATT_ROWS * d, *s = qt + nq8 * d; /* s: CPU_ATT_ROWS of nq8 */
     int64_t last = 0, first = INT64_MAX;
     for (int64_t c = j->c0; c < j->c0 + j->nc; c++) {
         last = pos[c] > last ? pos[c] : last;
@@ -55,22 +55,29 @@ CPU_SIMD static void *attend(void *arg)
         for (int64_t i = 0; i < d; i++)
             qt[i * nq8 + t] = qi[i];
     }
-    /* scores past a query's position are made and never read; two positions
-     * at a time, so two chains of adds run at once, sharing each query load */
-    for (int64_t p = first; p <= last; p += 2) {
-        const int64_t np = p + 1 <= last ? 2 : 1;
+    /* scores past a query's position are made and never read; four
+     * positions at a time, so four chains of adds run at once, sharing each
+     * query load (the queries of a head of 256 outgrow L1) */
+    for (int64_t p = first; p <= last; p += CPU_ATT_ROWS) {
+        const int64_t np = last - p + 1 < CPU_ATT_ROWS ? last - p + 1 : CPU_ATT_ROWS;
         for (int64_t u = 0; u < np; u++)
             kv_load_row(r->kv, r->kv->k, j->n->layer, j->kvh, p + u, row + u * d);
-        const float *row1 = row + (np - 1) * d; /* the first row again when it is alone: its scores are dropped */
+        const float *rw[CPU_ATT_ROWS]; /* past the last position: the first row again, its scores dropped */
+        for (int u = 0; u < CPU_ATT_ROWS; u++)
+            rw[u] = row + (u < np ? u : 0) * d;
         for (int64_t t = 0; t < nq8; t += 8) { /* eight queries' dot products, each in element order */
-            cpu_v8 sum0 = { 0 }, sum1 = { 0 }, qv;
+            cpu_v8 sum0 = { 0 }, sum1 = { 0 }, sum2 = { 0 }, sum3 = { 0 }, qv;
             for (int64_t i = 0; i < d; i++) {
                 CPU_V8_LOAD(qv, qt + i * nq8 + t);
-                sum0 += qv * row[i];
-                sum1 += qv * row1[i];
+                sum0 += qv * rw[0][i];
+                sum1 += qv * rw[1][i];
+                sum2 += qv * rw[2][i];
+                sum3 += qv * rw[3][i];
             }
             memcpy(s + t, &sum0, sizeof sum0);
             memcpy(s + nq8 + t, &sum1, sizeof sum1);
+            memcpy(s + 2 * nq8 + t, &sum2, sizeof sum2);
+            memcpy(s + 3 * nq8 + t, &sum3, sizeof sum3);
         }
         for (int64_t u = 0; u < np; u++)
             for (int64_t t = 0; t < nq; t++)

@@ -13,7 +13,8 @@ int cpu_scratch_init(struct cpu_scratch *s, const struct cpu_sizes *z, struct er
     s->n_threads = z->n_threads;
     s->k_max = z->k_max;
     size_t threads = (size_t)s->n_threads, q = CPU_ATT_BLOCK * (size_t)z->group, q8 = (q + 7) / 8 * 8;
-    s->att_floats = q * (size_t)z->n_ctx + q + q * (size_t)z->head_dim + 2 * (size_t)z->head_dim + q8 * (size_t)z->head_dim + 2 * q8;
+    s->att_floats = q * (size_t)z->n_ctx + q + q * (size_t)z->head_dim + CPU_ATT_ROWS * (size_t)z->head_dim +
+                    q8 * (size_t)z->head_dim + CPU_ATT_ROWS * q8;
     s->row = malloc((size_t)z->k_max * sizeof *s->row);
     /* zeroed: a block's rows past a multiple of four are read (and their results dropped) */
     s->rows = calloc(threads * CPU_ROW_BLOCK * (size_t)z->k_max, sizeof *s->rows);
