@@ -91,44 +91,39 @@ static bool head_norm_rope(struct ir *ir, int i)
     return true;
 }
 
-/* ADD(MATMUL(x, w), r) or ADD(r, MATMUL(x, w)) -> MATMUL_ADD(x, r; w) */
-static bool residual_epilogue(struct ir *ir, int i)
+/* ADD(P(x), r) or ADD(r, P(x)), P read only by the add -> F(x, r) with P's
+ * weight, bias and epsilon: the residual add as the producer's epilogue. */
+static bool fold_into_add(struct ir *ir, int i, int producer, int fused, const char *rule)
 {
     struct ir_node *n = N(ir, i);
     for (int side = 0; side < 2; side++) {
         int m = n->src[side], r = n->src[1 - side];
-        if (N(ir, m)->op == OP_MATMUL && only_read_by(ir, m, i)) {
-            n->op = OP_MATMUL_ADD;
+        if (N(ir, m)->op == producer && only_read_by(ir, m, i)) {
+            n->op = fused;
             n->src[0] = N(ir, m)->src[0];
             n->src[1] = r;
             n->weight[0] = N(ir, m)->weight[0];
             n->bias[0] = N(ir, m)->bias[0];
-            absorb(ir, m, "residual_epilogue", i);
+            n->eps = N(ir, m)->eps;
+            absorb(ir, m, rule, i);
             return true;
         }
     }
     return false;
 }
 
-/* ADD(RMS_NORM(a, w, eps), r) or ADD(r, RMS_NORM(...)) -> RMS_NORM_ADD(a, r;
- * w, eps): a norm on a block's output (Gemma's post-attention and
- * post-feed-forward norms) and the residual add in one pass */
+/* ADD(MATMUL(x, w), r) -> MATMUL_ADD(x, r; w) */
+static bool residual_epilogue(struct ir *ir, int i)
+{
+    return fold_into_add(ir, i, OP_MATMUL, OP_MATMUL_ADD, "residual_epilogue");
+}
+
+/* ADD(RMS_NORM(a, w, eps), r) -> RMS_NORM_ADD(a, r; w, eps): a norm on a
+ * block's output (Gemma's post-attention and post-feed-forward norms) and
+ * the residual add in one pass */
 static bool norm_residual(struct ir *ir, int i)
 {
-    struct ir_node *n = N(ir, i);
-    for (int side = 0; side < 2; side++) {
-        int m = n->src[side], r = n->src[1 - side];
-        if (N(ir, m)->op == OP_RMS_NORM && only_read_by(ir, m, i)) {
-            n->op = OP_RMS_NORM_ADD;
-            n->src[0] = N(ir, m)->src[0];
-            n->src[1] = r;
-            n->weight[0] = N(ir, m)->weight[0];
-            n->eps = N(ir, m)->eps;
-            absorb(ir, m, "norm_residual", i);
-            return true;
-        }
-    }
-    return false;
+    return fold_into_add(ir, i, OP_RMS_NORM, OP_RMS_NORM_ADD, "norm_residual");
 }
 
 /* Three MATMULs of one input -> MATMUL_QKV writing q (this node) and two
