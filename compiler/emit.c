@@ -271,8 +271,7 @@ static int add_layer_values(const struct ir *ir, const struct names *nm, struct 
         bool used = false;
         for (int j = 0; j < ir->n_node; j++) {
             const struct ir_node *x = &ir->node[j];
-            used = used || (!x->dead && (x->eps == i || x->rope_base == i || x->rope_factor == i || x->scale == i ||
-                                         x->window == i));
+            used = used || (!x->dead && ir_node_reads_hparam(x, i));
         }
         if (h->source != HP_LAYER || !used)
             continue;

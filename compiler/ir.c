@@ -12,6 +12,11 @@ const char *ir_op_name(int op)
 }
 
 
+bool ir_node_reads_hparam(const struct ir_node *n, int hp)
+{
+    return n->eps == hp || n->rope_base == hp || n->rope_factor == hp || n->scale == hp || n->window == hp;
+}
+
 void ir_symbol_names(const struct ir *ir, const char *names[EXPR_SYMBOLS], const char *prefix, char storage[][48])
 {
     for (int i = 0; i < EXPR_SYMBOLS; i++) {

@@ -111,6 +111,10 @@ struct ir {
 int ir_consumers(const struct ir *ir, int id, int *out, int max);
 int ir_external_uses(const struct ir *ir, int id);
 
+/* Whether node n takes hyperparameter (or per-layer value) hp as one of
+ * its parameters (eps, RoPE base and factor, scale, window). */
+bool ir_node_reads_hparam(const struct ir_node *n, int hp);
+
 /* Descriptive names for messages and dumps. */
 const char *ir_op_name(int op);
 
