@@ -56,6 +56,22 @@ static void last_uses(const struct ir *ir, int *last)
         int r = plan_root(ir, ir->result);
         last[r] = ir->n_node; /* the logits are read after the graph */
     }
+    /* a node that may share a launch with the next (graph_ops.h) keeps its
+     * sources through that node */
+    for (int i = 0; i < ir->n_node; i++) {
+        const struct ir_node *n = &ir->node[i];
+        if (n->dead || n->op == IR_OP_CARRY || !op_shares_launch(n->op))
+            continue;
+        int k = i + 1;
+        while (k < ir->n_node && (ir->node[k].dead || (ir->node[k].op != IR_OP_CARRY && op_is_passive(ir->node[k].op))))
+            k++;
+        if (k == ir->n_node || ir->node[k].op != n->op)
+            continue;
+        for (int s = 0; s < n->n_src; s++) {
+            int r = plan_root(ir, n->src[s]);
+            last[r] = k > last[r] ? k : last[r];
+        }
+    }
 }
 
 static int size_expr(const struct ir *ir, const struct ir_node *n, char *buf, size_t size)

@@ -62,6 +62,16 @@ static void check_plan(const struct graph *g)
         }
     }
     last[owner(g, g->result)] = n; /* the logits are read after the graph ran */
+    for (int i = 0; i < n; i++) { /* a node that may share a launch with the next keeps its sources through it */
+        int k = i + 1;
+        while (k < n && op_is_passive(g->node[k].op))
+            k++;
+        if (k < n && op_shares_launch(g->node[i].op) && g->node[k].op == g->node[i].op)
+            for (int s = 0; s < op_n_src(g->node[i].op); s++) {
+                int o = owner(g, g->node[i].src[s]);
+                last[o] = k > last[o] ? k : last[o];
+            }
+    }
     for (int i = 0; i < n; i++) {
         const struct node *a = &g->node[i];
         if (!a->bytes)

@@ -30,7 +30,7 @@ static bool cpu_available(struct error *e)
 static bool cpu_supports_node(const struct graph *g, int i, struct error *e)
 {
     switch (g->node[i].op) {
-#define CPU_HAS(name, kind, nsrc, nw, nb, fused, mm, doc) case OP_##name:
+#define CPU_HAS(name, kind, nsrc, nw, nb, fused, mm, sh, doc) case OP_##name:
         GRAPH_OPS(CPU_HAS)
 #undef CPU_HAS
         return true;

@@ -410,7 +410,8 @@ static int next_active(const struct graph *g, int i)
 }
 
 /* Head norm / RoPE of node i, and of the next active node in the same
- * launch when it is the same op with the same parameters (Q's then K's),
+ * launch when it is the same op with the same parameters (Q's then K's:
+ * the memory plan keeps Q's input alive through K's node, op_shares_launch),
  * and the KV store when it comes next and stores the last of them. */
 static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct error *e)
 {

@@ -95,7 +95,7 @@ struct hnr_args {
     struct cuda_heads part[2];
     int n_part;
     float eps, rope_base;
-    double rope_scale; /* 1 / the linear scaling factor */
+    double rope_factor; /* linear scaling: positions over it (1: none) */
     int style;
     const int32_t *pos;
     int64_t d;
@@ -110,7 +110,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     __shared__ double partial[HEAD_THREADS / 32];
     /* the frequency of this thread's first pair depends on the arguments
      * alone: formed while the kernel before still runs */
-    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)a.d) * a.rope_scale : 0.0;
+    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)a.d) / a.rope_factor : 0.0;
     grid_begin();
     int64_t head = blockIdx.x;
     const int64_t d = a.d;
@@ -148,7 +148,7 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     } else {
         const double pos = (double)a.pos[blockIdx.y];
         for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
-            const double theta = pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)d) * a.rope_scale);
+            const double theta = pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)d) / a.rope_factor);
             const float c = (float)cos(theta), s = (float)sin(theta);
             const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
             const float x0 = v[x0i], x1 = v[x1i];
@@ -183,7 +183,7 @@ extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_p
     a.n_part = n_part;
     a.eps = eps;
     a.rope_base = rope_base;
-    a.rope_scale = 1.0 / (rope_factor > 0 ? (double)rope_factor : 1.0);
+    a.rope_factor = rope_factor > 0 ? (double)rope_factor : 1.0; /* the CPU's division (cpu_ops.c) */
     a.style = rope_style;
     a.pos = pos;
     a.d = d;
