@@ -17,8 +17,32 @@
 
 #include "cuda/device.h"
 #include "cuda/matmul_kernel.cuh"
+#include "cuda/mmq.cuh"
+#include "cuda/quantize_q8_1.h"
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
+
+/* A prompt's launch on the tensor cores (mmq.cu): each matrix on its own
+ * (Q, K and V may differ in type), a pair when gate and up share a type,
+ * and the pair's Q8_1 product quantized from its f32 one (the CPU's
+ * quantizer, as the decode path's). 1 when a type is not theirs, else 0 or
+ * -1 (e says why). */
+static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
+{
+    const bool pair = a.epi == CUDA_EPI_PAIR;
+    for (int i = 0; i < n_mat; i++)
+        if (!cuda_mmq_type(a.m[i].type) || (pair && a.m[i].type != a.m[0].type))
+            return 1;
+    for (int i = 0; i < (pair ? 1 : n_mat); i++) {
+        const struct mm_mat &w = a.m[i];
+        const struct mmq_args m = { { w.w, pair ? a.m[1].w : NULL }, w.row_bytes, w.n, a.k, a.nt, a.xq, w.bias,
+                                    a.epi == CUDA_EPI_ADD ? a.res : NULL, w.y, a.glu };
+        cuda_mmq_launch(w.type, m, s);
+    }
+    if (cuda_launch_end("mmq_kernel", e))
+        return -1;
+    return q8_out ? cuda_quantize_q8_1(a.m[0].y, q8_out, a.m[0].n * a.nt, s, e) : 0;
+}
 
 /* The generated decode matmul for row length k in special, or NULL. */
 static cuda_matmul_fn special_for(const struct cuda_kernel *special, int64_t k)
@@ -82,6 +106,11 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     a.n_mat = epi == CUDA_EPI_PAIR ? 1 : n_mat;
     if (cuda_launch_begin("matmul_kernel", e))
         return -1;
+    if (nt > CUDA_MMQ_MIN_COLUMNS && xq) {
+        const int rc = mmq_matmul(a, n_mat, q8_out, s, e);
+        if (rc <= 0)
+            return rc;
+    }
     const cuda_matmul_fn fixed = nt == 1 ? special_for(special, k) : NULL;
     if (fixed)
         fixed(type, &a, rows, s);

@@ -152,6 +152,7 @@ static const struct {
     { "quantize_q8_1_refuses_ragged_length", quantize_q8_1_refuses_ragged_length },
     { "matmul_matches_the_reference", test_kernels_matmul },
     { "per_model_matmul_gives_the_generic_bits", test_kernels_specialized_matmul },
+    { "prompt_matmul_on_tensor_cores", test_mmq_matches_the_reference },
     { "embed_is_the_cpu_decoder", test_kernels_embed },
     { "norms_and_rope_match_the_cpu", test_kernels_norms },
     { "kv_store_and_attention_match_the_cpu", test_kernels_attention },

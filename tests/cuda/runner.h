@@ -9,6 +9,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/tensor_type.h"
 #include "rng.h"
 
 extern int failures_in_test;
@@ -20,6 +24,12 @@ bool check_at(bool ok, const char *file, int line, const char *cond, const char 
 
 static inline float normal(void) { return rng_normal(&test_rng); }
 
+/* Device data for the kernel tests (test_kernels.c); a failure exits. */
+void *up(const void *src, size_t bytes);                                /* a device copy of bytes at src (NULL: uninitialized) */
+void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf); /* GGUF rows in the GPU's row layout */
+void down(void *dst, const void *src, size_t bytes);                   /* after the device is idle */
+float *randoms(int64_t n, float sd);                                    /* n normal values of deviation sd */
+
 /* The tests, by file. */
 void test_kernels_matmul(void);
 void test_kernels_specialized_matmul(void);
@@ -27,6 +37,7 @@ void test_kernels_embed(void);
 void test_kernels_norms(void);
 void test_kernels_attention(void);
 void test_kernels_elementwise_and_argmax(void);
+void test_mmq_matches_the_reference(void);
 void test_backend_matches_the_cpu(void);
 void test_backend_is_bitwise_reproducible(void);
 void test_backend_batches_equal_single_steps(void);

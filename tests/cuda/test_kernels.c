@@ -22,7 +22,7 @@
 #include "runner.h"
 
 /* Device copies made and freed in one place. */
-static void *up(const void *src, size_t bytes)
+void *up(const void *src, size_t bytes)
 {
     void *d;
     struct error e;
@@ -35,7 +35,7 @@ static void *up(const void *src, size_t bytes)
 
 /* rows rows of k values of type t (GGUF bytes) on the device, in the GPU's
  * row layout (weight_layout.h), as the backend uploads them. */
-static void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf)
+void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf)
 {
     size_t bytes = (size_t)rows * cuda_row_bytes(t, k);
     uint8_t *packed = malloc(bytes);
@@ -53,7 +53,7 @@ static unsigned *tickets_up(int64_t n)
     return d;
 }
 
-static void down(void *dst, const void *src, size_t bytes)
+void down(void *dst, const void *src, size_t bytes)
 {
     struct error e;
     if (cuda_sync(&e) || cuda_download(dst, src, bytes, &e)) {
@@ -62,7 +62,7 @@ static void down(void *dst, const void *src, size_t bytes)
     }
 }
 
-static float *randoms(int64_t n, float sd)
+float *randoms(int64_t n, float sd)
 {
     float *x = malloc((size_t)n * sizeof *x);
     for (int64_t i = 0; i < n; i++)

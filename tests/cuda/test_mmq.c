@@ -1,0 +1,97 @@
+/* test_mmq.c: the prompt matmuls on int8 tensor cores (mmq.cu), for launches
+ * of more than CUDA_MMQ_MIN_COLUMNS columns, against quant_dot.c's block
+ * terms summed in double: within 1e-5 of the sum of the terms' magnitudes
+ * (their float roundings differ, not their integer sums; the measured
+ * error is printed). A column's bits do not depend on how many columns
+ * share its launch. Ragged shapes: rows and columns that do not fill a
+ * 64 x 64 tile, and (where the type allows) a row length that ends inside
+ * a stage of four blocks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
+#include "runner.h"
+
+#define NT 37  /* columns: past CUDA_MMQ_MIN_COLUMNS (16), not a multiple of 64 */
+#define PART 20 /* the first columns again, in a launch of their own */
+
+static double silu_d(double v) { return v / (1 + exp(-v)); }
+
+/* y = W x + bias + res (as the graph's MATMUL_ADD), then the pair
+ * silu(W x) * (W x) with its Q8_1 product, for one type. */
+static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
+{
+    struct error e;
+    const size_t row_bytes = type_bytes(t, (uint64_t)k), col = (size_t)(k / 32) * 36, yb = (size_t)(n * NT) * 4;
+    float *wf = randoms(k * n, 0.02f), *x = randoms(k * NT, 1), *bias = randoms(n, 0.1f), *res = randoms(n * NT, 1);
+    uint8_t *wq = malloc(row_bytes * (size_t)n), *xq = malloc(col * NT);
+    quantize_row(t, wf, wq, k * n);
+    for (int64_t c = 0; c < NT; c++)
+        quant_q8_1(x + c * k, xq + (size_t)c * col, k);
+    unsigned zero[8] = { 0 }; /* the decode pair's tickets, which a Q8_1 product asks for */
+    void *dw = up_rows(t, k, n, wq), *dx = up(xq, col * NT), *dq8 = up(NULL, (size_t)(n / 32) * 36 * NT), *dt = up(zero, sizeof zero);
+    float *db = up(bias, (size_t)n * 4), *dr = up(res, yb), *dy = up(NULL, yb), *dpart = up(NULL, yb), *dplain = up(NULL, yb);
+    float *got = malloc(yb), *part = malloc(yb), *plain = malloc(yb), *terms = malloc((size_t)(k / 32) * sizeof *terms);
+    const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
+    bool ok = CHECK(cuda_matmul(t, dw, k, n, dx, NT, db, dr, CUDA_EPI_ADD, dy, NULL, &e) == 0 &&
+                        cuda_matmul(t, dw, k, n, dx, PART, db, dr, CUDA_EPI_ADD, dpart, NULL, &e) == 0,
+                    "%s", e.msg);
+    if (ok)
+        down(got, dy, yb), down(part, dpart, (size_t)(n * PART) * 4);
+    for (int64_t c = 0; ok && c < NT; c++) {
+        for (int64_t r = 0; r < n && ok; r++) {
+            dot_q8_1_terms(t, wq + (size_t)r * row_bytes, xq + (size_t)c * col, k, terms);
+            double ref = (double)bias[r] + res[c * n + r], scale = fabs(bias[r]) + fabs(res[c * n + r]);
+            for (int64_t j = 0; j < k / 32; j++)
+                ref += terms[j], scale += fabs(terms[j]);
+            const double err = fabs(got[c * n + r] - ref) / scale;
+            *worst = err > *worst ? err : *worst;
+            ok = CHECK(err <= 1e-5, "%s k=%lld column %lld row %lld: gpu %.9g, quant_dot.c's terms %.9g", type_name(t),
+                       (long long)k, (long long)c, (long long)r, (double)got[c * n + r], ref);
+        }
+    }
+    ok = ok && CHECK(memcmp(part, got, (size_t)(n * PART) * 4) == 0, "%s: the first %d columns differ in a launch of %d",
+                     type_name(t), PART, PART);
+    /* the pair: gate and up (the same weights here), and its Q8_1 product */
+    ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, NT, NULL, NULL, CUDA_EPI_NONE, dplain, NULL, &e) == 0 &&
+                         cuda_matmul_multi(pair, 2, k, dx, NULL, NT, NULL, CUDA_EPI_PAIR, dq8, dt, NULL, NULL, &e) == 0,
+                     "%s", e.msg);
+    if (ok) {
+        down(plain, dplain, yb), down(got, dy, yb);
+        for (int64_t i = 0; i < n * NT && ok; i++) {
+            const double want = silu_d(plain[i]) * plain[i];
+            ok = CHECK(fabs(got[i] - want) <= 1e-5 * (fabs(want) + 1e-3), "%s pair %lld: %g vs %g", type_name(t),
+                       (long long)i, (double)got[i], want);
+        }
+        uint8_t *q8 = malloc((size_t)(n / 32) * 36 * NT), *want_q8 = malloc((size_t)(n / 32) * 36 * NT);
+        down(q8, dq8, (size_t)(n / 32) * 36 * NT);
+        for (int64_t c = 0; c < NT; c++)
+            quant_q8_1(got + c * n, want_q8 + (size_t)c * (n / 32) * 36, n);
+        ok = ok && CHECK(memcmp(q8, want_q8, (size_t)(n / 32) * 36 * NT) == 0,
+                         "%s: the pair's Q8_1 output is not the CPU's quantization of its f32 output", type_name(t));
+        free(q8), free(want_q8);
+    }
+    cuda_free(dw), cuda_free(dx), cuda_free(dq8), cuda_free(db), cuda_free(dr), cuda_free(dy), cuda_free(dpart);
+    cuda_free(dplain), cuda_free(dt);
+    free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(got), free(part), free(plain), free(terms);
+    return ok;
+}
+
+void test_mmq_matches_the_reference(void)
+{
+    static const enum tensor_type types[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0,
+                                              TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const enum tensor_type t = types[i];
+        /* 27 blocks (a last stage of three) where the type allows; K-quants a Qwen3-8B width */
+        const int64_t k = type_info(t)->block_elems == 256 ? 4096 : 864;
+        double worst = 0;
+        if (!mmq_case(t, k, 96, &worst))
+            return;
+        printf("    %-5s worst error %.2e of the sum of |terms| (bound 1e-5)\n", type_name(t), worst);
+    }
+}
