@@ -285,7 +285,7 @@ end
 
 if nvcc then
   local cuda_test_objs = {}
-  for _, f in ipairs({ "cuda_tests", "test_kernels", "test_mmq", "test_backend" }) do
+  for _, f in ipairs({ "cuda_tests", "device_data", "test_kernels", "test_matmul", "test_mmq", "test_backend" }) do
     edge(("build %s/obj/tests/cuda/%s.o: cc %s/tests/cuda/%s.c"):format(B, f, S, f))
     table.insert(cuda_test_objs, B .. "/obj/tests/cuda/" .. f .. ".o")
   end

@@ -6,11 +6,11 @@
 #ifndef MINFER_TESTS_CUDA_RUNNER_H
 #define MINFER_TESTS_CUDA_RUNNER_H
 
+#include <math.h>
 #include <stdbool.h>
-#include <stdio.h>
-
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "quant/tensor_type.h"
 #include "rng.h"
@@ -24,15 +24,20 @@ bool check_at(bool ok, const char *file, int line, const char *cond, const char 
 
 static inline float normal(void) { return rng_normal(&test_rng); }
 
-/* Device data for the kernel tests (test_kernels.c); a failure exits. */
+/* Device data for the kernel tests (device_data.c); a failure ends the run. */
 void *up(const void *src, size_t bytes);                                /* a device copy of bytes at src (NULL: uninitialized) */
 void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf); /* GGUF rows in the GPU's row layout */
 void down(void *dst, const void *src, size_t bytes);                   /* after the device is idle */
 float *randoms(int64_t n, float sd);                                    /* n normal values of deviation sd */
+unsigned *tickets_up(int64_t n);                                        /* n zeroed tickets for a SwiGLU pair's Q8_1 product */
+
+/* The gates in double, for references. */
+static inline double silu_d(double v) { return v / (1 + exp(-v)); }
+static inline double gelu_d(double v) { return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }
 
 /* The tests, by file. */
-void test_kernels_matmul(void);
-void test_kernels_specialized_matmul(void);
+void test_matmul_matches_the_reference(void);
+void test_matmul_per_model_gives_the_generic_bits(void);
 void test_kernels_embed(void);
 void test_kernels_norms(void);
 void test_kernels_attention(void);

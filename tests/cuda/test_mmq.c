@@ -19,8 +19,6 @@
 #define NT 37  /* columns: past CUDA_MMQ_MIN_COLUMNS (16), not a multiple of 64 */
 #define PART 20 /* the first columns again, in a launch of their own */
 
-static double silu_d(double v) { return v / (1 + exp(-v)); }
-
 /* y = W x + bias + res (as the graph's MATMUL_ADD), then the pair
  * silu(W x) * (W x) with its Q8_1 product, for one type. */
 static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
@@ -32,8 +30,8 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     quantize_row(t, wf, wq, k * n);
     for (int64_t c = 0; c < NT; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * col, k);
-    unsigned zero[8] = { 0 }; /* the decode pair's tickets, which a Q8_1 product asks for */
-    void *dw = up_rows(t, k, n, wq), *dx = up(xq, col * NT), *dq8 = up(NULL, (size_t)(n / 32) * 36 * NT), *dt = up(zero, sizeof zero);
+    void *dw = up_rows(t, k, n, wq), *dx = up(xq, col * NT), *dq8 = up(NULL, (size_t)(n / 32) * 36 * NT);
+    unsigned *dt = tickets_up(n / 32); /* a Q8_1 product asks for the decode pair's tickets */
     float *db = up(bias, (size_t)n * 4), *dr = up(res, yb), *dy = up(NULL, yb), *dpart = up(NULL, yb), *dplain = up(NULL, yb);
     float *got = malloc(yb), *part = malloc(yb), *plain = malloc(yb), *terms = malloc((size_t)(k / 32) * sizeof *terms);
     const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
