@@ -7,7 +7,8 @@
  * offsets it takes through the activation block's sum s, Q4_0's -8 among
  * them); each warp then takes 16 rows against the 64 columns
  * with mma.sync m16n8k16 (s8 x s8 -> s32 sums over 16 codes), and scales
- * each block's integer sums into its f32 accumulators, block after block
+ * each block's integer sums into its f32 accumulators with explicit fused
+ * multiply-adds, block after block
  * (a + b sum(x): the activation block's d and s as the dp4a path reads
  * them). The order of every float operation is fixed and explicit, so a
  * column's result depends on neither the other columns nor the launch; it
@@ -34,28 +35,33 @@ bool cuda_mmq_type(int t)
     }
 }
 
+/* Eight words of four codes into 32 bytes of shared memory (16-byte aligned). */
+__device__ static inline void put_codes(int8_t *q, const unsigned w[8])
+{
+    ((uint4 *)q)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    ((uint4 *)q)[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
 /* Block j (32 elements) of a stored row of nb type-T blocks: its codes into
- * q (32 int8, 4-byte aligned), its scales a[0] (elements 0..15) and a[1]
- * (16..31) and its offset b (the weight is a * code + b). */
+ * q (32 int8, 16-byte aligned; read and written four codes a word, from
+ * 16-byte loads of the code planes), its scales a[0] (elements 0..15) and
+ * a[1] (16..31) and its offset b (the weight is a * code + b). */
 template <int T>
 __device__ static void mmq_decode(const uint8_t *row, int64_t nb, int64_t j, int8_t *q, float a[2], float *b)
 {
+    unsigned w[8];
     *b = 0.0f;
     if constexpr (T == TYPE_Q8_0) {
-        const uint4 *c = (const uint4 *)field<T>(row, nb, j, 0);
-        ((uint4 *)q)[0] = c[0], ((uint4 *)q)[1] = c[1];
+        words16<8>(field<T>(row, nb, j, 0), w);
         a[0] = a[1] = half_field(field<T>(row, nb, j, 1));
     } else if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q5_0 || T == TYPE_Q5_1) {
         constexpr bool five = T == TYPE_Q5_0 || T == TYPE_Q5_1, offset = T == TYPE_Q4_1 || T == TYPE_Q5_1;
-        const uint8_t *qs = field<T>(row, nb, j, 0);
-        const uint32_t qh = five ? u32_at(field<T>(row, nb, j, 1)) : 0;
+        unsigned qs[4];
+        words16<4>(field<T>(row, nb, j, 0), qs);
+        nibbles8(qs, w);
+        if (five)
+            high_bits8(u32_at(field<T>(row, nb, j, 1)), w);
         const uint8_t *dm = field<T>(row, nb, j, five ? 2 : 1);
-        for (int e = 0; e < 32; e++) {
-            int c = e < 16 ? qs[e] & 0xf : qs[e - 16] >> 4;
-            if (five)
-                c |= (int)((qh >> e) & 1) << 4;
-            q[e] = (int8_t)c;
-        }
         a[0] = a[1] = half_at(dm);
         /* Q4_1, Q5_1: + m; Q4_0, Q5_0: codes less 8 (16) as quant_dot.c takes
          * them, through the activation's sum: d (dx sum(q x) - 8 s) */
@@ -65,29 +71,35 @@ __device__ static void mmq_decode(const uint8_t *row, int64_t nb, int64_t j, int
         const int s = (int)(j % 8);
         const int sc = s < 4 ? sp[s] & 63 : (sp[s + 4] & 0xf) | (sp[s - 4] >> 6) << 4;
         const int mn = s < 4 ? sp[s + 4] & 63 : (sp[s + 4] >> 4) | (sp[s] >> 6) << 4;
-        const uint8_t *qs = blk + (T == TYPE_Q4_K ? 16 : 48) + 32 * (s / 2);
-        for (int l = 0; l < 32; l++) {
-            int c = (qs[l] >> (4 * (s % 2))) & 0xf;
-            if (T == TYPE_Q5_K)
-                c |= ((blk[16 + l] >> s) & 1) << 4;
-            q[l] = (int8_t)c;
+        words16<8>(blk + (T == TYPE_Q4_K ? 16 : 48) + 32 * (s / 2), w); /* sub-blocks 2p and 2p + 1 share these bytes */
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            w[t] = (w[t] >> (4 * (s % 2))) & 0x0f0f0f0fu;
+        if constexpr (T == TYPE_Q5_K) {
+            unsigned h[8];
+            words16<8>(blk + 16, h); /* bit s of byte l: code l's fifth bit */
+#pragma unroll
+            for (int t = 0; t < 8; t++)
+                w[t] |= ((h[t] >> s) & 0x01010101u) << 4;
         }
         a[0] = a[1] = __fmul_rn(half_at(blk), (float)sc);
         *b = -__fmul_rn(half_at(blk + 2), (float)mn);
-    } else { /* Q6_K: a scale per 16 elements */
+    } else { /* Q6_K: elements 32 s.. of a superblock: low bits from 32 ql bytes, high from 32 qh bytes; a scale per 16 */
         const int64_t sb = j / 8;
-        const int e0 = 32 * (int)(j % 8);
-        const uint8_t *ql = field<T>(row, nb, sb, 0), *qh = field<T>(row, nb, sb, 1);
+        const int s = (int)(j % 8), h = s / 4, r0 = 32 * (s % 4);
+        unsigned lo[8];
+        words16<8>(field<T>(row, nb, sb, 0) + 64 * h + r0 % 64, lo);
+        words16<8>(field<T>(row, nb, sb, 1) + 32 * h, w);
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            w[t] = __vsub4(((lo[t] >> (4 * (r0 / 64))) & 0x0f0f0f0fu) | (((w[t] >> (2 * (r0 / 32))) & 0x03030303u) << 4),
+                           0x20202020u); /* code - 32, each byte */
         const int8_t *scales = (const int8_t *)field<T>(row, nb, sb, 2);
         const float d = half_at(field<T>(row, nb, sb, 3));
-        for (int l = 0; l < 32; l++) {
-            const int e = e0 + l, h = e / 128, r = e % 128;
-            const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf, hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-            q[l] = (int8_t)((lo | hi << 4) - 32);
-        }
-        a[0] = __fmul_rn(d, (float)scales[e0 / 16]);
-        a[1] = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
+        a[0] = __fmul_rn(d, (float)scales[2 * s]);
+        a[1] = __fmul_rn(d, (float)scales[2 * s + 1]);
     }
+    put_codes(q, w);
 }
 
 /* D = A B + C over 16 codes: A 16 x 16 (rows), B 16 x 8 (columns). */
@@ -120,8 +132,7 @@ __device__ static void mmq_load(const struct mmq_args &m, struct mmq_smem &sh, i
         if (row < m.n && j < nbk)
             mmq_decode<T>(m.w[p] + (size_t)row * m.row_bytes, nb, j, q, a, &b);
         else
-            for (int i = 0; i < 8; i++)
-                ((int *)q)[i] = 0;
+            ((uint4 *)q)[0] = ((uint4 *)q)[1] = make_uint4(0, 0, 0, 0);
         sh.a[p][r][2 * jb] = a[0], sh.a[p][r][2 * jb + 1] = a[1], sh.b[p][r][jb] = b;
     }
     for (int t = threadIdx.x; t < MMQ_COLS * MMQ_BLOCKS; t += MMQ_THREADS) {
@@ -150,7 +161,7 @@ __device__ static void mmq_stage(const struct mmq_smem &sh, float acc[P][MMQ_COL
     constexpr bool offset = T != TYPE_Q8_0 && T != TYPE_Q6_K;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
-#pragma unroll
+#pragma unroll 1 /* registers: the matrices and tiles unrolled are enough */
     for (int jb = 0; jb < MMQ_BLOCKS; jb++) {
 #pragma unroll
         for (int p = 0; p < P; p++) {
@@ -160,20 +171,22 @@ __device__ static void mmq_stage(const struct mmq_smem &sh, float acc[P][MMQ_COL
             const float b_row[2] = { sh.b[p][r_lo][jb], sh.b[p][r_hi][jb] };
 #pragma unroll
             for (int tile = 0; tile < MMQ_COLS / 8; tile++) {
+                const int c = tile * 8 + 2 * t4; /* this thread's columns: c and c + 1 */
+                const float xd[2] = { sh.xd[c][jb], sh.xd[c + 1][jb] }, xs[2] = { sh.xs[c][jb], sh.xs[c + 1][jb] };
                 const int *xc = (const int *)&sh.x[tile * 8 + g][32 * jb];
                 int s0[4] = { 0, 0, 0, 0 }, s1[4] = { 0, 0, 0, 0 }; /* elements 0..15, 16..31 */
                 mma_s8_k16(s0, wl[t4], wh[t4], xc[t4]);
                 mma_s8_k16(s1, wl[4 + t4], wh[4 + t4], xc[4 + t4]);
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int hi = i / 2, c = tile * 8 + 2 * t4 + i % 2;
-                    const float *a = hi ? a_hi : a_lo;
-                    float v = T == TYPE_Q6_K ? __fadd_rn(__fmul_rn(a[0], (float)s0[i]), __fmul_rn(a[1], (float)s1[i]))
-                                             : __fmul_rn(a[0], (float)(s0[i] + s1[i]));
-                    v = __fmul_rn(v, sh.xd[c][jb]);
+                for (int i = 0; i < 4; i++) { /* rows g (i < 2) and g + 8, columns c + i % 2 */
+                    const float *a = i / 2 ? a_hi : a_lo;
+                    float &acc_i = acc[p][tile][i];
+                    if (T == TYPE_Q6_K)
+                        acc_i = __fmaf_rn(__fmaf_rn(a[1], (float)s1[i], __fmul_rn(a[0], (float)s0[i])), xd[i % 2], acc_i);
+                    else
+                        acc_i = __fmaf_rn(__fmul_rn(a[0], xd[i % 2]), (float)(s0[i] + s1[i]), acc_i);
                     if (offset)
-                        v = __fadd_rn(v, __fmul_rn(b_row[hi], sh.xs[c][jb]));
-                    acc[p][tile][i] = __fadd_rn(acc[p][tile][i], v);
+                        acc_i = __fmaf_rn(b_row[i / 2], xs[i % 2], acc_i);
                 }
             }
         }
