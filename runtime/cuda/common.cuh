@@ -29,6 +29,7 @@
  * after it launch. Before sm_90, or with MINFER_NO_PDL=1 in the environment
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
+extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
 
 __device__ static inline void grid_begin(void)
 {

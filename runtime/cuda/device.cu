@@ -24,6 +24,20 @@ extern "C" bool cuda_pdl_enabled(void)
     return v != 0;
 }
 
+/* The multiprocessors of device 0 (0 when unknown): launches that size
+ * their tiles to fill the GPU ask. Decided once per process. */
+extern "C" int cuda_sm_count(void)
+{
+    static std::atomic<int> n{ -1 };
+    int v = n.load(std::memory_order_relaxed);
+    if (v < 0) {
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
+            cudaGetLastError(), v = 0;
+        n.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 static int check(cudaError_t rc, const char *site, struct error *e)
 {
     if (rc == cudaSuccess)

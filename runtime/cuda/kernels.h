@@ -19,6 +19,13 @@
 extern "C" {
 #endif
 
+/* Launches of more columns (queries) than this take the prompt kernels:
+ * matmuls on int8 tensor cores (mmq.cu), attention on f16 ones
+ * (attention_prefill.cu). Smaller batches keep the decode kernels, and so
+ * the bits of single steps (DESIGN.md: nt <= 8); 16 leaves the kernel
+ * tests' batch of 9 there too. */
+#define CUDA_PROMPT_MIN_COLUMNS 16
+
 /* Whether the kernels can read weights of type t: as matmul weights,
  * embedding rows, and (decoded to f32 at registration) norm weights and biases. */
 bool cuda_weight_type_ok(enum tensor_type t);

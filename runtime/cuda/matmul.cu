@@ -22,22 +22,32 @@
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
-/* A prompt's launch on the tensor cores (mmq.cu): each matrix on its own
- * (Q, K and V may differ in type), a pair when gate and up share a type,
- * and the pair's Q8_1 product quantized from its f32 one (the CPU's
- * quantizer, as the decode path's). 1 when a type is not theirs, else 0 or
- * -1 (e says why). */
+/* A prompt's launch on the tensor cores (mmq.cu): the matrices in one
+ * launch when they share a type (Q, K and V; gate and up as a pair), else
+ * each on its own, and the pair's Q8_1 product quantized from its f32 one
+ * (the CPU's quantizer, as the decode path's). 1 when a type is not
+ * theirs, else 0 or -1 (e says why). */
 static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
 {
     const bool pair = a.epi == CUDA_EPI_PAIR;
-    for (int i = 0; i < n_mat; i++)
-        if (!cuda_mmq_type(a.m[i].type) || (pair && a.m[i].type != a.m[0].type))
+    bool one_type = true;
+    for (int i = 0; i < n_mat; i++) {
+        if (!cuda_mmq_type(a.m[i].type))
             return 1;
-    for (int i = 0; i < (pair ? 1 : n_mat); i++) {
-        const struct mm_mat &w = a.m[i];
-        const struct mmq_args m = { { w.w, pair ? a.m[1].w : NULL }, w.row_bytes, w.n, a.k, a.nt, a.xq, w.bias,
-                                    a.epi == CUDA_EPI_ADD ? a.res : NULL, w.y, a.glu };
-        cuda_mmq_launch(w.type, m, s);
+        one_type = one_type && a.m[i].type == a.m[0].type;
+    }
+    if (pair && !one_type)
+        return 1;
+    for (int i = 0; i < n_mat; i += one_type ? n_mat : 1) {
+        struct mmq_args m;
+        memset(&m, 0, sizeof m);
+        m.n_mat = one_type && !pair ? n_mat : 1;
+        for (int j = 0; j < (pair ? 2 : m.n_mat); j++) {
+            const struct mm_mat &w = a.m[i + j];
+            m.m[j] = (struct mmq_mat){ w.w, w.row_bytes, w.n, w.bias, w.y };
+        }
+        m.k = a.k, m.nt = a.nt, m.xq = a.xq, m.res = a.epi == CUDA_EPI_ADD ? a.res : NULL, m.glu = a.glu;
+        cuda_mmq_launch(a.m[i].type, m, pair, s);
     }
     if (cuda_launch_end("mmq_kernel", e))
         return -1;
@@ -106,7 +116,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     a.n_mat = epi == CUDA_EPI_PAIR ? 1 : n_mat;
     if (cuda_launch_begin("matmul_kernel", e))
         return -1;
-    if (nt > CUDA_MMQ_MIN_COLUMNS && xq) {
+    if (nt > CUDA_PROMPT_MIN_COLUMNS && xq) {
         const int rc = mmq_matmul(a, n_mat, q8_out, s, e);
         if (rc <= 0)
             return rc;

@@ -1,10 +1,11 @@
 /* test_mmq.c: the prompt matmuls on int8 tensor cores (mmq.cu), for launches
- * of more than CUDA_MMQ_MIN_COLUMNS columns, against quant_dot.c's block
+ * of more than CUDA_PROMPT_MIN_COLUMNS columns, against quant_dot.c's block
  * terms summed in double: within 1e-5 of the sum of the terms' magnitudes
  * (their float roundings differ, not their integer sums; the measured
  * error is printed). A column's bits do not depend on how many columns
- * share its launch. Ragged shapes: rows and columns that do not fill a
- * 64 x 64 tile, and (where the type allows) a row length that ends inside
+ * share its launch, nor on the matrices beside it (Q, K and V in one
+ * launch). Ragged shapes: rows and columns that do not fill a
+ * tile, and (where the type allows) a row length that ends inside
  * a stage of four blocks. */
 #include <math.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #include "quant/quant_dot.h"
 #include "runner.h"
 
-#define NT 37  /* columns: past CUDA_MMQ_MIN_COLUMNS (16), not a multiple of 64 */
+#define NT 37  /* columns: past CUDA_PROMPT_MIN_COLUMNS (16), not a multiple of 64 */
 #define PART 20 /* the first columns again, in a launch of their own */
 
 /* y = W x + bias + res (as the graph's MATMUL_ADD), then the pair
@@ -73,6 +74,21 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
                          "%s: the pair's Q8_1 output is not the CPU's quantization of its f32 output", type_name(t));
         free(q8), free(want_q8);
     }
+    /* three matrices of the type in one launch (Q, K and V): each the bits of its own launch */
+    const int64_t rows[3] = { n, 32, 64 };
+    float *dm[3] = { up(NULL, yb), up(NULL, yb), up(NULL, yb) };
+    const struct cuda_matrix qkv[3] = { { t, dw, rows[0], db, dm[0] }, { t, dw, rows[1], NULL, dm[1] }, { t, dw, rows[2], NULL, dm[2] } };
+    ok = ok && CHECK(cuda_matmul_multi(qkv, 3, k, dx, NULL, NT, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = CHECK(cuda_matmul(t, dw, k, rows[i], dx, NT, i ? NULL : db, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0, "%s", e.msg);
+        if (ok) {
+            down(got, dm[i], (size_t)(rows[i] * NT) * 4), down(part, dpart, (size_t)(rows[i] * NT) * 4);
+            ok = CHECK(memcmp(got, part, (size_t)(rows[i] * NT) * 4) == 0,
+                       "%s: matrix %d of three in one launch differs from its own launch", type_name(t), i);
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        cuda_free(dm[i]);
     cuda_free(dw), cuda_free(dx), cuda_free(dq8), cuda_free(db), cuda_free(dr), cuda_free(dy), cuda_free(dpart);
     cuda_free(dplain), cuda_free(dt);
     free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(got), free(part), free(plain), free(terms);
