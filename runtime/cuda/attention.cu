@@ -11,6 +11,7 @@
  * stated tolerance (tests/cuda). */
 #include <math.h>
 
+#include "cuda/attention_prefill.cuh"
 #include "cuda/common.cuh"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
@@ -389,6 +390,12 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
     const size_t rb = kv_row_bytes(kt, d);
     const uint8_t *kb = (const uint8_t *)kl, *vb = (const uint8_t *)vl;
     cudaStream_t st = (cudaStream_t)stream;
+    if (nt > CUDA_PROMPT_MIN_COLUMNS && cuda_attention_prefill_fits(d)) {
+        if (cuda_launch_begin("attention_prefill_kernel", e))
+            return -1;
+        cuda_attention_prefill(kt, kb, vb, q, pos, d, h, h_kv, nt, n_ctx, window, rb, y, (uint8_t *)q8, st);
+        return cuda_launch_end("attention_prefill_kernel", e);
+    }
     unsigned *tickets = (unsigned *)(scratch + (size_t)ATT_QUERIES * (size_t)h * (size_t)S * (size_t)(d + 2));
     for (int64_t c0 = 0; c0 < nt; c0 += ATT_QUERIES) {
         const unsigned nq = (unsigned)(nt - c0 < ATT_QUERIES ? nt - c0 : ATT_QUERIES);

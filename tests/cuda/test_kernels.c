@@ -155,11 +155,16 @@ void test_kernels_norms(void)
 
 /* ---- the KV store (the CPU's bytes) and attention (a double softmax) ---- */
 
-static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t n_ctx, int64_t window)
+/* nq queries at positions qpos (after 251 cached positions) against a
+ * double-precision softmax, within bound. A batch of up to
+ * CUDA_PROMPT_MIN_COLUMNS queries (the decode kernel) must give each
+ * query's bits alone; a larger one (the tensor-core prompt kernel) the same
+ * bits when cut into two launches. */
+static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t n_ctx, int64_t window, int64_t nq,
+                           const int32_t *qpos, double bound)
 {
     struct error e;
-    const int64_t n_fill = 251, nq = 4;
-    const int32_t qpos[4] = { 5, 63, 64, 250 };
+    const int64_t n_fill = 251;
     int32_t *fpos = malloc((size_t)n_fill * 4);
     for (int i = 0; i < n_fill; i++)
         fpos[i] = i;
@@ -176,11 +181,11 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     void *dk = up(NULL, half), *dv = up(NULL, half);
     float *dkin = up(k, (size_t)(d * h_kv * n_fill) * 4), *dvin = up(v, (size_t)(d * h_kv * n_fill) * 4);
     float *dq = up(q, (size_t)(d * h * nq) * 4), *dy = up(NULL, (size_t)(d * h * nq) * 4);
-    int32_t *dfpos = up(fpos, (size_t)n_fill * 4), *dqpos = up(qpos, sizeof qpos);
+    int32_t *dfpos = up(fpos, (size_t)n_fill * 4), *dqpos = up(qpos, (size_t)nq * 4);
     int64_t chunk = cuda_attention_chunk(n_ctx);
     float *scratch = up(NULL, cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4); /* zeroed below */
     uint8_t *kbytes = malloc(half), *vbytes = malloc(half);
-    float *y = malloc((size_t)(d * h * nq) * 4), *one = malloc((size_t)(d * h) * 4);
+    float *y = malloc((size_t)(d * h * nq) * 4), *one = malloc((size_t)(d * h * nq) * 4);
     size_t scratch_bytes = cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4;
     cuda_memset_async(dk, 0, half, NULL, &e), cuda_memset_async(dv, 0, half, NULL, &e);
     cuda_memset_async(scratch, 0, scratch_bytes, NULL, &e);
@@ -234,6 +239,8 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
             }
             free(s);
         }
+        if (nq > CUDA_PROMPT_MIN_COLUMNS)
+            continue;
         /* the query alone: the same bits as in the batch */
         ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, window, scratch, dy, NULL,
                                   NULL, &e) == 0,
@@ -244,10 +251,22 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
                        (long long)c);
         }
     }
+    const int64_t cut = nq / 2; /* two prompt launches, each past CUDA_PROMPT_MIN_COLUMNS */
+    for (int part = 0; ok && nq > CUDA_PROMPT_MIN_COLUMNS && part < 2; part++)
+        ok = CHECK(cuda_attention(kt, dk, dv, dq + (part ? cut : 0) * d * h, dqpos + (part ? cut : 0), d, h, h_kv,
+                                  part ? nq - cut : cut, n_ctx, chunk, window, scratch, dy + (part ? cut : 0) * d * h, NULL,
+                                  NULL, &e) == 0,
+                   "%s", e.msg);
+    if (ok && nq > CUDA_PROMPT_MIN_COLUMNS) {
+        down(one, dy, (size_t)(d * h * nq) * 4);
+        ok = CHECK(memcmp(one, y, (size_t)(d * h * nq) * 4) == 0, "%lld queries cut into launches of %lld and %lld differ",
+                   (long long)nq, (long long)cut, (long long)(nq - cut));
+    }
     if (ok)
-        printf("    attention %s d=%lld, %lld/%lld heads, chunks of %lld, window %lld: worst error %.2e (bound 1e-5)\n",
-               kv_type_name(kt), (long long)d, (long long)h, (long long)h_kv, (long long)chunk, (long long)window, worst);
-    ok = ok && CHECK(worst <= 1e-5, "attention error %g", worst);
+        printf("    attention %s d=%lld, %lld/%lld heads, %lld queries%s, window %lld: worst error %.2e (bound %g)\n",
+               kv_type_name(kt), (long long)d, (long long)h, (long long)h_kv, (long long)nq,
+               nq > CUDA_PROMPT_MIN_COLUMNS ? " (prompt kernel, f16 tensor cores)" : "", (long long)window, worst, bound);
+    ok = ok && CHECK(worst <= bound, "attention error %g", worst);
     cuda_free(dk), cuda_free(dv), cuda_free(dkin), cuda_free(dvin), cuda_free(dq), cuda_free(dy), cuda_free(dfpos);
     cuda_free(dqpos), cuda_free(scratch);
     free(fpos), free(k), free(v), free(q), free(kbytes), free(vbytes), free(y), free(one), free(kr), free(vr);
@@ -299,9 +318,19 @@ void test_kernels_attention(void)
 {
     /* the windows (Gemma 3's head of 256 over one KV head): a query at 63 sees 34..63 inside chunk 0, one at 250
      * chunks 3 and 4 (of 64) or 2 and 3 */
-    if (attention_case(KV_F32, 64, 8, 2, 300, 0) && attention_case(KV_F16, 128, 8, 2, 300, 0) &&
-        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0) && attention_case(KV_F16, 64, 14, 2, 32768, 0) &&
-        attention_case(KV_F16, 256, 4, 1, 4096, 30) && attention_case(KV_F32, 256, 4, 1, 4096, 100))
+    const int32_t qpos[4] = { 5, 63, 64, 250 };
+    /* a prompt's queries: positions all over the cache (0 among them), not in order, 70 of them (a partial CTA) */
+    int32_t ppos[70];
+    for (int i = 0; i < 70; i++)
+        ppos[i] = (int32_t)((i * 97 + 13) % 251);
+    /* f16 products (queries, keys, values and the softmax's weights rounded to f16) against double */
+    const double fa = 5e-3;
+    if (attention_case(KV_F32, 64, 8, 2, 300, 0, 4, qpos, 1e-5) && attention_case(KV_F16, 128, 8, 2, 300, 0, 4, qpos, 1e-5) &&
+        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 4, qpos, 1e-5) && attention_case(KV_F16, 64, 14, 2, 32768, 0, 4, qpos, 1e-5) &&
+        attention_case(KV_F16, 256, 4, 1, 4096, 30, 4, qpos, 1e-5) && attention_case(KV_F32, 256, 4, 1, 4096, 100, 4, qpos, 1e-5) &&
+        attention_case(KV_F32, 64, 8, 2, 300, 0, 70, ppos, fa) && attention_case(KV_F16, 128, 8, 2, 300, 0, 70, ppos, fa) &&
+        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 70, ppos, fa) && attention_case(KV_F16, 64, 14, 2, 1024, 100, 70, ppos, fa) &&
+        attention_case(KV_F16, 256, 4, 1, 4096, 30, 70, ppos, 1e-5))
         for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++)
             printf("    %s: the KV store folded into the RoPE launch gives the same bits\n", kv_type_name((enum kv_type)kt));
 }

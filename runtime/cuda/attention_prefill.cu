@@ -1,0 +1,272 @@
+/* attention_prefill.cu: a prompt's causal attention on the f16 tensor cores,
+ * flash-attention style. A CTA takes 64 queries of one head (16 a warp)
+ * and walks the cached keys of its KV head in tiles of 64 from position 0
+ * (aligned, whatever the batch): each tile's keys and values converted to
+ * f16 into shared memory, the scores S = Q K^T by mma.sync m16n8k16 (f16
+ * in, f32 sums), masked (causal, and the window), an online softmax in f32
+ * registers (running max and sum per query), and O += P V with P in f16
+ * straight from the score fragments. A query's result depends on its
+ * position and the cache only, never on its batch or its row in the CTA,
+ * so chunking a prompt changes no bits for a given chunk size; it is not
+ * the decode kernel's order (f16 products), which is why only launches of
+ * more than CUDA_PROMPT_MIN_COLUMNS queries come here, and tests/cuda states
+ * its tolerance against the CPU. The cache must hold the batch's own keys
+ * already (the heads launch stores them first). */
+#include <math.h>
+
+#include "cuda/attention_prefill.cuh"
+
+#define FA_QUERIES 64 /* a CTA's queries: 16 a warp */
+#define FA_KEYS 64    /* keys a tile */
+#define FA_THREADS 128
+
+bool cuda_attention_prefill_fits(int64_t d) { return d == 64 || d == 128; }
+
+/* A tile's keys and values, [key][element], each row padded by 16 bytes so
+ * that ldmatrix's eight rows fall in distinct banks. */
+template <int D>
+struct __align__(16) fa_smem {
+    __half k[FA_KEYS][D + 8], v[FA_KEYS][D + 8];
+};
+
+/* Elements 8 ch..8 ch + 7 of a cached row as eight f16 values. */
+template <int KT>
+__device__ static inline uint4 kv_chunk8(const uint8_t *row, int ch)
+{
+    if constexpr (KT == KV_F16) {
+        return *(const uint4 *)(row + 16 * ch); /* rows of 64 or 128 f16 values: 16-byte aligned */
+    } else if constexpr (KT == KV_F32) {
+        const float4 a = ((const float4 *)row)[2 * ch], b = ((const float4 *)row)[2 * ch + 1];
+        const __half2 h[4] = { __floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
+                               __floats2half2_rn(b.z, b.w) };
+        return *(const uint4 *)h;
+    } else { /* Q8_0 blocks of 34 bytes: d, then 32 codes */
+        const uint8_t *blk = row + (8 * ch / 32) * 34;
+        const float d = half_at(blk);
+        __half2 h[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int e = 8 * ch % 32 + 2 * i;
+            h[i] = __floats2half2_rn(__fmul_rn(d, (float)(int8_t)blk[2 + e]), __fmul_rn(d, (float)(int8_t)blk[3 + e]));
+        }
+        return *(const uint4 *)h;
+    }
+}
+
+/* Keys (and values) j0..j0 + 63 into shared memory; those outside
+ * [jlo, jhi] as zeros, never read: past the batch the cache may hold
+ * anything, and P's zeros times a NaN would still be a NaN. */
+template <int KT, int D>
+__device__ static void fa_load(const uint8_t *kh, const uint8_t *vh, size_t row_bytes, int64_t j0, int64_t jlo,
+                               int64_t jhi, struct fa_smem<D> &sh)
+{
+    for (int t = threadIdx.x; t < 2 * FA_KEYS * (D / 8); t += FA_THREADS) {
+        const int which = t / (FA_KEYS * (D / 8)), r = t / (D / 8) % FA_KEYS, ch = t % (D / 8);
+        const int64_t j = j0 + r;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (j >= jlo && j <= jhi)
+            v = kv_chunk8<KT>((which ? vh : kh) + (size_t)j * row_bytes, ch);
+        *(uint4 *)&(which ? sh.v : sh.k)[r][8 * ch] = v;
+    }
+}
+
+/* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums. */
+__device__ static inline void mma_f16(float d[4], const unsigned a[4], unsigned b0, unsigned b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* Four 8 x 8 f16 matrices from shared memory (lanes 8 m.. give matrix m's
+ * row addresses); with trans, each transposed. */
+template <bool TRANS>
+__device__ static inline void ldmatrix_x4(unsigned r[4], const void *p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#endif
+}
+
+__device__ static inline unsigned half2_bits(float lo, float hi)
+{
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *(const unsigned *)&h;
+}
+
+/* Thread (g, t) of a warp holds, of every fragment, rows g and g + 8 of
+ * the warp's 16 queries and columns 2 t, 2 t + 1 of each 8-wide tile. */
+template <int KT, int D>
+__global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
+    const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
+    const int32_t *__restrict__ pos, int64_t h, int64_t group, int64_t nt, int64_t window, size_t row_bytes,
+    int64_t n_ctx, float *__restrict__ y, uint8_t *__restrict__ q8)
+{
+    __shared__ struct fa_smem<D> sh;
+    __shared__ int64_t first[FA_QUERIES], last[FA_QUERIES]; /* each query's visible positions */
+    grid_begin();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4, mat = lane / 8;
+    const int64_t c0 = (int64_t)blockIdx.x * FA_QUERIES, head = blockIdx.y, kvh = head / group;
+    if (threadIdx.x < FA_QUERIES) {
+        const int64_t c = c0 + threadIdx.x, p = c < nt ? pos[c] : -1;
+        last[threadIdx.x] = p; /* a query past the batch sees nothing */
+        first[threadIdx.x] = p < 0 ? INT64_MAX : window > 0 && p >= window ? p - window + 1 : 0;
+    }
+    __syncthreads();
+    int64_t jlo = INT64_MAX, jhi = -1;
+    for (int i = 0; i < FA_QUERIES; i++)
+        jlo = min(jlo, first[i]), jhi = max(jhi, last[i]);
+    jhi = min(jhi, n_ctx - 1);
+    const int64_t rows[2] = { c0 + 16 * warp + g, c0 + 16 * warp + g + 8 };
+    const int64_t p_row[2] = { last[16 * warp + g], last[16 * warp + g + 8] };
+    const int64_t lo_row[2] = { first[16 * warp + g], first[16 * warp + g + 8] };
+
+    unsigned qf[D / 16][4]; /* the warp's queries as A fragments, f16 */
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t c = rows[i % 2];
+            const int col = 16 * kk + 2 * t4 + 8 * (i / 2);
+            float2 v = make_float2(0.0f, 0.0f);
+            if (c < nt)
+                v = *(const float2 *)(q + ((size_t)c * (size_t)h + (size_t)head) * D + col);
+            qf[kk][i] = half2_bits(v.x, v.y);
+        }
+    const float scale = __fdiv_rn(1.0f, sqrtf((float)D));
+    const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
+    float o[D / 8][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            o[dt][i] = 0.0f;
+    for (int64_t j0 = jlo <= jhi ? jlo / FA_KEYS * FA_KEYS : jhi + 1; j0 <= jhi; j0 += FA_KEYS) {
+        __syncthreads(); /* the last tile's reads are done */
+        fa_load<KT, D>(kh, vh, row_bytes, j0, jlo, jhi, sh);
+        __syncthreads();
+        float s[FA_KEYS / 8][4]; /* scores: key tile of 8, fragment element */
+#pragma unroll
+        for (int kt = 0; kt < FA_KEYS / 8; kt++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s[kt][i] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk += 2) { /* one ldmatrix: two 16-element steps' B fragments */
+                unsigned b[4];
+                ldmatrix_x4<false>(b, &sh.k[8 * kt + lane % 8][16 * kk + 8 * mat]);
+                mma_f16(s[kt], qf[kk], b[0], b[1]);
+                mma_f16(s[kt], qf[kk + 1], b[2], b[3]);
+            }
+        }
+        float mx[2] = { -INFINITY, -INFINITY };
+#pragma unroll
+        for (int kt = 0; kt < FA_KEYS / 8; kt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = i / 2;
+                const int64_t j = j0 + 8 * kt + 2 * t4 + i % 2;
+                s[kt][i] = j > p_row[r] || j < lo_row[r] ? -INFINITY : __fmul_rn(s[kt][i], scale);
+                mx[r] = fmaxf(mx[r], s[kt][i]);
+            }
+        float corr[2], base[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) { /* a row's four lanes: max is exact in any order */
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m[r], mx[r]);
+            base[r] = m_new == -INFINITY ? 0.0f : m_new; /* nothing visible yet: exp(-inf) = 0 all round */
+            corr[r] = expf(m[r] - base[r]);
+            m[r] = m_new;
+            l[r] = __fmul_rn(l[r], corr[r]);
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                o[dt][i] = __fmul_rn(o[dt][i], corr[i / 2]);
+        unsigned pa[FA_KEYS / 16][4]; /* P as A fragments: score tiles 2 kk and 2 kk + 1 */
+#pragma unroll
+        for (int kt = 0; kt < FA_KEYS / 8; kt++) {
+            float e[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                e[i] = expf(s[kt][i] - base[i / 2]);
+                l[i / 2] = __fadd_rn(l[i / 2], e[i]);
+            }
+            pa[kt / 2][2 * (kt % 2)] = half2_bits(e[0], e[1]);
+            pa[kt / 2][2 * (kt % 2) + 1] = half2_bits(e[2], e[3]);
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt += 2)
+#pragma unroll
+            for (int kk = 0; kk < FA_KEYS / 16; kk++) { /* one ldmatrix: B fragments of d tiles dt and dt + 1 */
+                unsigned b[4];
+                ldmatrix_x4<true>(b, &sh.v[16 * kk + 8 * (mat % 2) + lane % 8][8 * dt + 8 * (mat / 2)]);
+                mma_f16(o[dt], pa[kk], b[0], b[1]);
+                mma_f16(o[dt + 1], pa[kk], b[2], b[3]);
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) { /* the row's four partial sums, a fixed butterfly */
+        l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
+        l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    }
+    __syncthreads(); /* the tiles are done with: the outputs go through shared memory for the Q8_1 blocks */
+    float *out = (float *)&sh; /* [FA_QUERIES][D] */
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t c = rows[r];
+            const int col = 8 * dt + 2 * t4;
+            const float2 v = make_float2(__fdiv_rn(o[dt][2 * r], l[r]), __fdiv_rn(o[dt][2 * r + 1], l[r]));
+            *(float2 *)&out[(16 * warp + g + 8 * r) * D + col] = v;
+            if (c < nt)
+                *(float2 *)(y + ((size_t)c * (size_t)h + (size_t)head) * D + col) = v;
+        }
+    if (!q8)
+        return;
+    __syncwarp(); /* the warp quantizes its own 16 rows, a 32-element block at a time */
+    for (int i = 0; i < 16 * (D / 32); i++) {
+        const int r = 16 * warp + i / (D / 32), b = i % (D / 32);
+        const int64_t c = c0 + r;
+        if (c < nt) /* the same for the whole warp */
+            q8_1_block(out[r * D + 32 * b + lane], q8 + (size_t)c * (size_t)(h * D / 32) * 36 + (size_t)(head * (D / 32) + b) * 36);
+    }
+}
+
+template <int KT>
+static void launch_kt(dim3 grid, cudaStream_t s, int64_t d, const uint8_t *kl, const uint8_t *vl, const float *q,
+                      const int32_t *pos, int64_t h, int64_t group, int64_t nt, int64_t window, size_t rb, int64_t n_ctx,
+                      float *y, uint8_t *q8)
+{
+    if (d == 64)
+        launch(attention_prefill_kernel<KT, 64>, grid, FA_THREADS, 0, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
+    else
+        launch(attention_prefill_kernel<KT, 128>, grid, FA_THREADS, 0, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
+}
+
+void cuda_attention_prefill(enum kv_type kt, const uint8_t *kl, const uint8_t *vl, const float *q, const int32_t *pos,
+                            int64_t d, int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t window,
+                            size_t row_bytes, float *y, uint8_t *q8, cudaStream_t s)
+{
+    const dim3 grid((unsigned)((nt + FA_QUERIES - 1) / FA_QUERIES), (unsigned)h);
+    if (kt == KV_F32)
+        launch_kt<KV_F32>(grid, s, d, kl, vl, q, pos, h, h / h_kv, nt, window, row_bytes, n_ctx, y, q8);
+    else if (kt == KV_F16)
+        launch_kt<KV_F16>(grid, s, d, kl, vl, q, pos, h, h / h_kv, nt, window, row_bytes, n_ctx, y, q8);
+    else
+        launch_kt<KV_Q8_0>(grid, s, d, kl, vl, q, pos, h, h / h_kv, nt, window, row_bytes, n_ctx, y, q8);
+}
