@@ -31,7 +31,9 @@ __device__ static double block_sum(double v, double *shared)
 }
 
 /* CTA (s, c) writes slice s of column c (elements 256 s .. 256 s + 255:
- * eight Q8_1 blocks, one a warp, all in parallel). Every CTA of a column
+ * eight Q8_1 blocks, one a warp, all in parallel), and slices s + the
+ * grid's width.. (a prompt's launch is one CTA a column: the sums are not
+ * formed again for every slice). Every CTA of a column
  * first forms the column's whole sum of squares (16 KiB from L2 at most),
  * in one order whatever CTA computes it: thread t adds the squares of
  * elements t, t + 256, ... in turn (all loaded up front, so the kernel waits
@@ -53,24 +55,26 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
         xv[j] = i < d ? xc[i] : 0.0f;
     }
     double ss = 0;
-    float mine = 0.0f;
 #pragma unroll
-    for (int j = 0; j < NORM_VALS; j++) {
+    for (int j = 0; j < NORM_VALS; j++)
         if (threadIdx.x + (int64_t)j * NORM_THREADS < d)
             ss += (double)xv[j] * xv[j];
-        if (j == (int)blockIdx.x)
-            mine = xv[j];
-    }
     ss = block_sum(ss, partial);
     const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
-    if (own < d) { /* for Q8_1, whole warps alike (d is a multiple of 32) */
-        float v = __fmul_rn(__fmul_rn(mine, scale), wv);
+    for (int64_t slice = blockIdx.x, at = own; at - threadIdx.x < d; slice += gridDim.x, at += (int64_t)gridDim.x * NORM_THREADS) {
+        if (at >= d) /* for Q8_1, whole warps alike (d is a multiple of 32) */
+            continue;
+        float mine = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NORM_VALS; j++)
+            mine = j == slice ? xv[j] : mine;
+        float v = __fmul_rn(__fmul_rn(mine, scale), at == own ? wv : w[at]);
         if (res) /* a block's output norm and its residual add: the elementwise ADD's rounding */
-            v = __fadd_rn(v, res[(size_t)blockIdx.y * (size_t)d + (size_t)own]);
+            v = __fadd_rn(v, res[(size_t)blockIdx.y * (size_t)d + (size_t)at]);
         if (q8)
-            q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(own / 32) * 36);
+            q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(at / 32) * 36);
         else
-            y[(size_t)blockIdx.y * (size_t)d + (size_t)own] = v;
+            y[(size_t)blockIdx.y * (size_t)d + (size_t)at] = v;
     }
 }
 
@@ -80,7 +84,7 @@ extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t 
     if (d <= 0 || d > NORM_THREADS * NORM_VALS || nt <= 0 || nt > 65535 || (q8 && d % 32))
         return fail(e, "rms_norm: %lld columns (at most 65535) of %lld (at most %d%s)", (long long)nt, (long long)d,
                     NORM_THREADS * NORM_VALS, q8 ? "; Q8_1 output needs a multiple of 32" : "");
-    const dim3 grid((unsigned)((d + NORM_THREADS - 1) / NORM_THREADS), (unsigned)nt);
+    const dim3 grid(nt > CUDA_PROMPT_MIN_COLUMNS ? 1u : (unsigned)((d + NORM_THREADS - 1) / NORM_THREADS), (unsigned)nt);
     if (cuda_launch_begin("rms_norm_kernel", e))
         return -1;
     launch(rms_norm_kernel, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
