@@ -14,6 +14,7 @@
 # bench:    the copy bandwidth, the GEMV table and the small kernels' table
 #           (us per launch in a replayed graph), then minfer bench (pp512, tg128)
 #           on Qwen2.5-0.5B- and Gemma 3 270M-shaped Q4_K_M models made here by minfer synth,
+#           and pp2048 with the matmuls' int8 operations a second at pp512,
 #           with the generic binary and the per-model one (minfer-qwen2.5-0.5b,
 #           its decode matmuls compiled for the model's row lengths), whose
 #           greedy text must be the same;
@@ -86,22 +87,30 @@ if want sanitize; then
         "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-gemma.txt" | tail -1 | sed 's/========= //') rc=$rc"
 fi
 
-bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp|GB per token|floor|fraction
+bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp512|GB per token|floor|fraction|pp2048|TOP/s
     local label=$1 f=$2 bw=$3 bin=${4:-build/minfer}
     $bin bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$tmp/bench-$label.err" ||
         tail -3 "$tmp/bench-$label.err" >&2
+    $bin bench -m "$f" -p 2048 -n 0 -r 2 --device cuda --json >"$tmp/bench2048-$label.json" 2>>"$tmp/bench-$label.err" ||
+        tail -3 "$tmp/bench-$label.err" >&2
     build/minfer info --json "$f" >"$tmp/info-$label.json"
-    python3 - "$tmp/info-$label.json" "$out/bench-$label.json" "$bw" "$label" <<'PY'
+    python3 - "$tmp/info-$label.json" "$out/bench-$label.json" "$bw" "$label" "$tmp/bench2048-$label.json" <<'PY'
 import json, sys
 info, res, bw, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3]), sys.argv[4]
+res2048 = json.load(open(sys.argv[5]))
 # weight bytes a generated token reads: every tensor but the embedding table
 # (one row of it), unless the table is also the output (tied)
 t = {x["name"]: x["bytes"] for x in info["tensors"]}
 read = sum(t.values()) - (t["token_embd.weight"] if "output.weight" in t else 0)
+# a prompt token's matmul work: 2 operations a weight of every matrix but
+# the embedding and the output (the prompt's logits are the last token's)
+macs = sum(x["shape"][0] * x["shape"][1] for x in info["tensors"]
+           if len(x["shape"]) == 2 and x["name"] not in ("token_embd.weight", "output.weight"))
 tg = next(x for x in res if x["test"].startswith("tg"))["tokens_per_second"]
 pp = next(x for x in res if x["test"].startswith("pp"))["tokens_per_second"]
+pp2048 = res2048[0]["tokens_per_second"]
 floor = bw * 1e9 / read
-print(f"{label}|{tg:.1f}|{pp:.0f}|{read / 1e9:.3f}|{floor:.0f}|{100 * tg / floor:.0f}%")
+print(f"{label}|{tg:.1f}|{pp:.0f}|{read / 1e9:.3f}|{floor:.0f}|{100 * tg / floor:.0f}%|{pp2048:.0f}|{2 * macs * pp / 1e12:.0f}")
 PY
 }
 
@@ -119,13 +128,14 @@ if want bench || want big; then
         set -- $m
         f=$(synth "$1" "$2") || { row "$1 $2" "synth failed"; continue; }
         line=$(bench_model "$1-$2" "$f" "$bw")
-        IFS='|' read -r label tg pp gb floor frac <<<"$line"
+        IFS='|' read -r label tg pp gb floor frac pp2048 tops <<<"$line"
         row "$label tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s ($gb GB/token): $frac"
+        row "$label pp2048 (t/s); pp512 matmul TOP/s" "$pp2048; $tops of 1979 (int8 dense peak)"
     done
     if want bench; then # the per-model binary: its kernels fixed at compile time, the same tokens
         f=$(synth qwen2.5-0.5b q4_k_m)
         line=$(bench_model "qwen2.5-0.5b-q4_k_m-specialized" "$f" "$bw" build/minfer-qwen2.5-0.5b)
-        IFS='|' read -r label tg pp gb floor frac <<<"$line"
+        IFS='|' read -r label tg pp gb floor frac pp2048 tops <<<"$line"
         row "minfer-qwen2.5-0.5b tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s: $frac"
         for b in minfer minfer-qwen2.5-0.5b; do
             build/$b run -m "$f" -p "Once upon a time" -n 48 --temp 0 --device cuda >"$tmp/text-$b.txt" 2>/dev/null

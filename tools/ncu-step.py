@@ -9,7 +9,10 @@ kernels from the last embedding gather on; for each kernel family it
 prints the launches, the time, its share of the step and the DRAM bandwidth
 it reached, against the copy bandwidth measured in the same run.
 
-usage: ncu-step.py CSV COPY_GBPS
+With a third argument `prompt`, the first step instead: the prompt's
+kernels, from the first embedding gather to the next.
+
+usage: ncu-step.py CSV COPY_GBPS [prompt]
 """
 import collections
 import csv
@@ -46,7 +49,9 @@ def main():
     starts = [i for i, k in enumerate(ids) if "embed" in kernels[k]["name"]]
     if not starts:
         sys.exit("ncu-step: no embedding kernel, so no step to show")
-    step = [kernels[k] for k in ids[starts[-1]:]]
+    prompt = len(sys.argv) > 3 and sys.argv[3] == "prompt"
+    step = [kernels[k] for k in (ids[starts[0]:starts[1]] if prompt and len(starts) > 1 else
+                                 ids[starts[0]:] if prompt else ids[starts[-1]:])]
     fam = collections.OrderedDict()
     for k in step:
         f = fam.setdefault(k["name"], [0, 0.0, 0.0])
@@ -54,7 +59,7 @@ def main():
         f[1] += k["m"].get("gpu__time_duration.sum", 0.0)
         f[2] += k["m"].get("dram__bytes_read.sum", 0.0) + k["m"].get("dram__bytes_write.sum", 0.0)
     total = sum(f[1] for f in fam.values())
-    print(f"one decode step: {len(step)} kernels, {total:.1f} us of kernel time")
+    print(f"{'the prompt' if prompt else 'one decode step'}: {len(step)} kernels, {total:.1f} us of kernel time")
     print()
     print("| kernel | launches | us | share | DRAM GB/s | of copy bandwidth |")
     print("|---|---:|---:|---:|---:|---:|")
