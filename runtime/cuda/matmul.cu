@@ -26,10 +26,12 @@ bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYP
  * launch when they share a type (Q, K and V; gate and up as a pair), else
  * each on its own, and the pair's Q8_1 product quantized from its f32 one
  * (the CPU's quantizer, as the decode path's). 1 when a type is not
- * theirs, else 0 or -1 (e says why). */
+ * theirs or rows are not whole stages (k % 128), else 0 or -1 (e says why). */
 static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
 {
     const bool pair = a.epi == CUDA_EPI_PAIR;
+    if (a.k % 128 || (uintptr_t)a.xq % 16) /* whole stages of four blocks, copied 16 bytes at a time */
+        return 1;
     bool one_type = true;
     for (int i = 0; i < n_mat; i++) {
         if (!cuda_mmq_type(a.m[i].type))

@@ -1,13 +1,15 @@
 /* mmq.cu: a prompt's matmuls of quantized weights on the int8 tensor
  * cores. A CTA of 8 warps computes a tile of 64 rows by 128 columns (4 warps
  * and 64 by 64 when the launch would not give every SM a CTA); each warp
- * takes 32 rows by 32 columns. For each stage of four 32-element blocks
- * the CTA decodes its rows' blocks into int8 codes (the weight is
+ * takes 32 rows by 32 columns. Stages of four 32-element blocks (k % 128
+ * == 0) are copied raw into shared memory by cp.async, the next while the
+ * present one is worked (double buffers). For each stage the CTA decodes
+ * its rows' blocks into int8 codes (the weight is
  * a * code + b, a per 16 elements and b per 32: every GGUF type the GPU
  * reads has that form; codes as quant_dot.c forms its integer sums, the
  * offsets it takes through the activation block's sum s, Q4_0's -8 among
- * them) and copies its columns' Q8_1 codes, both into shared memory; the
- * warps load fragments with ldmatrix and multiply with mma.sync
+ * them) and its columns' scales; the warps load weight fragments with
+ * ldmatrix (activation ones straight from the copied Q8_1 blocks) and multiply with mma.sync
  * m16n8k32 (s8 x s8 -> s32 sums over a block; Q6_K's two scales, two
  * m16n8k16), and scale each block's integer sums into their f32
  * accumulators with explicit fused multiply-adds, block after block (a +
@@ -42,62 +44,134 @@ __device__ static inline void put_codes(int8_t *q, const unsigned w[8])
     ((uint4 *)q)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-/* Block j (32 elements) of a stored row of nb type-T blocks: its codes into
- * q (32 int8, 16-byte aligned; read and written four codes a word, from
- * 16-byte loads of the code planes), its scales a[0] (elements 0..15) and
- * a[1] (16..31) and its offset b (the weight is a * code + b). */
+/* ---- a stage's raw bytes: copied by cp.async, decoded from shared memory ----
+ * A stage is blocks j0..j0 + 3 of a row (j0 a multiple of 4: rows are
+ * whole stages, k % 128 == 0). Its bytes, field by field, are copied from
+ * the stored row (weight_layout.h) into MMQ_RAW bytes of shared memory:
+ *   Q4_0 [qs 64][d 8]   Q4_1 [qs 64][dm 16]   Q5_0 [qs 64][qh 16][d 8]
+ *   Q5_1 [qs 64][qh 16][dm 16]   Q8_0 [qs 128][d 8]
+ *   Q4_K [d, dmin, scales 16][qs: the stage's half, 64]
+ *   Q5_K [d, dmin, scales 16][qh 32][qs half 64]
+ *   Q6_K [ql half 64][qh half 32][scales half 8][the word holding d 4]
+ * (K-quants: a stage is half a superblock). Every piece is a 16-, 8- or
+ * 4-byte copy from an address so aligned. */
+#define MMQ_RAW 144 /* bytes a row's raw stage takes in shared memory (at most 136) */
+
+struct mmq_chunk {
+    int dst, size;   /* in the raw stage */
+    int64_t src;     /* in the stored row */
+};
+
+/* Chunk c of the stage from block j0 of a row of type T (nb of T's
+ * blocks); size 0 past the last. */
 template <int T>
-__device__ static void mmq_decode(const uint8_t *row, int64_t nb, int64_t j, int8_t *q, float a[2], float *b)
+__device__ static inline struct mmq_chunk mmq_chunk_of(int c, int64_t nb, int64_t j0)
+{
+    const int64_t sb = j0 / 8, h = j0 / 4 % 2;
+    switch (T) {
+    case TYPE_Q4_0: return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 8, 16 * nb + 2 * j0 } : mmq_chunk{ 0, 0, 0 };
+    case TYPE_Q4_1: return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 16, 16 * nb + 4 * j0 } : mmq_chunk{ 0, 0, 0 };
+    case TYPE_Q5_0:
+        return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 16, 16 * nb + 4 * j0 }
+             : c == 2 ? mmq_chunk{ 80, 8, 20 * nb + 2 * j0 } : mmq_chunk{ 0, 0, 0 };
+    case TYPE_Q5_1:
+        return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 16, 16 * nb + 4 * j0 }
+             : c == 2 ? mmq_chunk{ 80, 16, 20 * nb + 4 * j0 } : mmq_chunk{ 0, 0, 0 };
+    case TYPE_Q8_0: return c == 0 ? mmq_chunk{ 0, 128, 32 * j0 } : c == 1 ? mmq_chunk{ 128, 8, 32 * nb + 2 * j0 } : mmq_chunk{ 0, 0, 0 };
+    case TYPE_Q4_K: return c == 0 ? mmq_chunk{ 0, 16, 144 * sb } : c == 1 ? mmq_chunk{ 16, 64, 144 * sb + 16 + 64 * h } : mmq_chunk{ 0, 0, 0 };
+    case TYPE_Q5_K:
+        return c == 0 ? mmq_chunk{ 0, 16, 176 * sb } : c == 1 ? mmq_chunk{ 16, 32, 176 * sb + 16 }
+             : c == 2 ? mmq_chunk{ 48, 64, 176 * sb + 48 + 64 * h } : mmq_chunk{ 0, 0, 0 };
+    default: /* Q6_K: planes ql 128, qh 64, scales 16, d 2 a superblock */
+        return c == 0 ? mmq_chunk{ 0, 64, 128 * sb + 64 * h } : c == 1 ? mmq_chunk{ 64, 32, 128 * nb + 64 * sb + 32 * h }
+             : c == 2 ? mmq_chunk{ 96, 8, 192 * nb + 16 * sb + 8 * h } : mmq_chunk{ 104, 4, 208 * nb + 4 * (sb / 2) };
+    }
+}
+
+/* An asynchronous copy of n (4, 8 or 16) bytes, global to shared. */
+__device__ static inline void copy_async(void *dst, const void *src, int n)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (n == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    else if (n == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+#endif
+}
+
+__device__ static inline void copy_commit(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+/* Waits until at most N of this thread's committed copy groups are pending. */
+template <int N>
+__device__ static inline void copy_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+/* Block jb of the raw stage from block j0: its codes into q (32 int8,
+ * 16-byte aligned; four codes a word, from 16-byte loads), its scales a[0]
+ * (elements 0..15) and a[1] (16..31) and its offset b (the weight is
+ * a * code + b). */
+template <int T>
+__device__ static void mmq_decode(const uint8_t *raw, int jb, int64_t j0, int8_t *q, float a[2], float *b)
 {
     unsigned w[8];
     *b = 0.0f;
     if constexpr (T == TYPE_Q8_0) {
-        words16<8>(field<T>(row, nb, j, 0), w);
-        a[0] = a[1] = half_field(field<T>(row, nb, j, 1));
+        words16<8>(raw + 32 * jb, w);
+        a[0] = a[1] = half_field(raw + 128 + 2 * jb);
     } else if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q5_0 || T == TYPE_Q5_1) {
         constexpr bool five = T == TYPE_Q5_0 || T == TYPE_Q5_1, offset = T == TYPE_Q4_1 || T == TYPE_Q5_1;
         unsigned qs[4];
-        words16<4>(field<T>(row, nb, j, 0), qs);
+        words16<4>(raw + 16 * jb, qs);
         nibbles8(qs, w);
         if (five)
-            high_bits8(u32_at(field<T>(row, nb, j, 1)), w);
-        const uint8_t *dm = field<T>(row, nb, j, five ? 2 : 1);
-        a[0] = a[1] = half_at(dm);
+            high_bits8(*(const unsigned *)(raw + 64 + 4 * jb), w);
+        const uint8_t *dm = raw + (five ? 80 : 64) + (offset ? 4 : 2) * jb;
+        a[0] = a[1] = half_field(dm);
         /* Q4_1, Q5_1: + m; Q4_0, Q5_0: codes less 8 (16) as quant_dot.c takes
          * them, through the activation's sum: d (dx sum(q x) - 8 s) */
-        *b = offset ? half_at(dm + 2) : __fmul_rn(five ? -16.0f : -8.0f, a[0]);
+        *b = offset ? half_field(dm + 2) : __fmul_rn(five ? -16.0f : -8.0f, a[0]);
     } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K) {
-        const uint8_t *blk = row + (size_t)(j / 8) * (T == TYPE_Q4_K ? 144 : 176), *sp = blk + 4;
-        const int s = (int)(j % 8);
+        const uint8_t *sp = raw + 4;
+        const int s = (int)(j0 % 8) + jb; /* the sub-block of 32 in the superblock */
         const int sc = s < 4 ? sp[s] & 63 : (sp[s + 4] & 0xf) | (sp[s - 4] >> 6) << 4;
         const int mn = s < 4 ? sp[s + 4] & 63 : (sp[s + 4] >> 4) | (sp[s] >> 6) << 4;
-        words16<8>(blk + (T == TYPE_Q4_K ? 16 : 48) + 32 * (s / 2), w); /* sub-blocks 2p and 2p + 1 share these bytes */
+        words16<8>(raw + (T == TYPE_Q4_K ? 16 : 48) + 32 * (jb / 2), w); /* sub-blocks 2p and 2p + 1 share these bytes */
 #pragma unroll
         for (int t = 0; t < 8; t++)
-            w[t] = (w[t] >> (4 * (s % 2))) & 0x0f0f0f0fu;
+            w[t] = (w[t] >> (4 * (jb % 2))) & 0x0f0f0f0fu;
         if constexpr (T == TYPE_Q5_K) {
-            unsigned h[8];
-            words16<8>(blk + 16, h); /* bit s of byte l: code l's fifth bit */
+            unsigned hb[8];
+            words16<8>(raw + 16, hb); /* bit s of byte l: code l's fifth bit */
 #pragma unroll
             for (int t = 0; t < 8; t++)
-                w[t] |= ((h[t] >> s) & 0x01010101u) << 4;
+                w[t] |= ((hb[t] >> s) & 0x01010101u) << 4;
         }
-        a[0] = a[1] = __fmul_rn(half_at(blk), (float)sc);
-        *b = -__fmul_rn(half_at(blk + 2), (float)mn);
-    } else { /* Q6_K: elements 32 s.. of a superblock: low bits from 32 ql bytes, high from 32 qh bytes; a scale per 16 */
-        const int64_t sb = j / 8;
-        const int s = (int)(j % 8), h = s / 4, r0 = 32 * (s % 4);
+        a[0] = a[1] = __fmul_rn(half_field(raw), (float)sc);
+        *b = -__fmul_rn(half_field(raw + 2), (float)mn);
+    } else { /* Q6_K: block jb's low bits from ql (nibble jb / 2 of 32 bytes), high from qh (bits 2 jb); a scale per 16 */
         unsigned lo[8];
-        words16<8>(field<T>(row, nb, sb, 0) + 64 * h + r0 % 64, lo);
-        words16<8>(field<T>(row, nb, sb, 1) + 32 * h, w);
+        words16<8>(raw + 32 * (jb % 2), lo);
+        words16<8>(raw + 64, w);
 #pragma unroll
         for (int t = 0; t < 8; t++)
-            w[t] = __vsub4(((lo[t] >> (4 * (r0 / 64))) & 0x0f0f0f0fu) | (((w[t] >> (2 * (r0 / 32))) & 0x03030303u) << 4),
+            w[t] = __vsub4(((lo[t] >> (4 * (jb / 2))) & 0x0f0f0f0fu) | (((w[t] >> (2 * jb)) & 0x03030303u) << 4),
                            0x20202020u); /* code - 32, each byte */
-        const int8_t *scales = (const int8_t *)field<T>(row, nb, sb, 2);
-        const float d = half_at(field<T>(row, nb, sb, 3));
-        a[0] = __fmul_rn(d, (float)scales[2 * s]);
-        a[1] = __fmul_rn(d, (float)scales[2 * s + 1]);
+        const int8_t *scales = (const int8_t *)(raw + 96);
+        const float d = half_field(raw + 104 + 2 * (int)(j0 / 8 % 2)); /* the word holds the d of superblocks 2i, 2i + 1 */
+        a[0] = __fmul_rn(d, (float)scales[2 * jb]);
+        a[1] = __fmul_rn(d, (float)scales[2 * jb + 1]);
     }
     put_codes(q, w);
 }
@@ -149,45 +223,69 @@ __device__ static inline float exact_float(int s)
 
 /* A CTA of WR x WC warps computes a tile of 32 WR rows (of each of P
  * matrices) by 32 WC columns; warp (wr, wc) takes rows 32 wr.. and
- * columns 32 wc.. of it, as two 16-row by four 8-column fragments. */
+ * columns 32 wc.. of it, as two 16-row by four 8-column fragments. The
+ * raw stages are double-buffered: stage s + 1's copies land while stage s
+ * is decoded and multiplied. */
 template <int P, int WR, int WC>
 struct __align__(16) mmq_smem {
-    int8_t w[P][32 * WR][MMQ_STRIDE]; /* [matrix][row][code]: the gate and up of a pair */
-    int8_t x[32 * WC][MMQ_STRIDE];    /* [column][code] */
-    float2 ws[P][MMQ_BLOCKS][32 * WR]; /* a row's block scales: { a, b } (Q6_K: { a of 0..15, a of 16..31 }) */
-    float2 xs[MMQ_BLOCKS][32 * WC];    /* a column's Q8_1 block: { d, s } */
+    uint8_t xraw[2][32 * WC][MMQ_RAW];    /* [buffer][column]: a stage's four Q8_1 blocks, as stored */
+    uint8_t wraw[2][P][32 * WR][MMQ_RAW]; /* [buffer][matrix][row]: raw stages */
+    int8_t w[P][32 * WR][MMQ_STRIDE];     /* [matrix][row][code]: the gate and up of a pair */
+    float2 ws[P][MMQ_BLOCKS][32 * WR];    /* a row's block scales: { a, b } (Q6_K: { a of 0..15, a of 16..31 }) */
+    float2 xs[MMQ_BLOCKS][32 * WC];       /* a column's Q8_1 block: { d, s } */
 };
 
-/* One stage: blocks j0.. of the tile's rows (of P matrices) and columns. */
+/* Starts the copies of the stage from block j0 into buffer bi, as one group. */
 template <int T, int P, int WR, int WC>
-__device__ static void mmq_load(const struct mmq_args &m, const struct mmq_mat &w, struct mmq_smem<P, WR, WC> &sh,
-                                int64_t r0, int64_t c0, int64_t j0)
+__device__ static void mmq_fetch(const struct mmq_args &m, const struct mmq_mat &w, struct mmq_smem<P, WR, WC> &sh,
+                                 int bi, int64_t r0, int64_t c0, int64_t j0)
 {
     constexpr int ROWS = 32 * WR, COLS = 32 * WC, THREADS = 32 * WR * WC;
     const int64_t nbk = m.k / 32, nb = T == TYPE_Q4_K || T == TYPE_Q5_K || T == TYPE_Q6_K ? m.k / 256 : nbk;
-    for (int t = threadIdx.x; t < P * ROWS * MMQ_BLOCKS; t += THREADS) {
-        const int p = t / (ROWS * MMQ_BLOCKS), r = t / MMQ_BLOCKS % ROWS, jb = t % MMQ_BLOCKS;
-        const int64_t row = r0 + r, j = j0 + jb;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const struct mmq_chunk ch = mmq_chunk_of<T>(c, nb, j0);
+        const int piece = ch.size < 16 ? ch.size : 16, pieces = ch.size / (piece ? piece : 1);
+        for (int t = threadIdx.x; t < P * ROWS * pieces; t += THREADS) { /* a row's pieces side by side: coalesced */
+            const int p = t / (ROWS * pieces), r = t / pieces % ROWS, i = t % pieces;
+            const int64_t row = r0 + r;
+            if (row < w.n) /* a pair's up: m[1], of the gate's shape */
+                copy_async(&sh.wraw[bi][p][r][ch.dst + piece * i],
+                           (p ? m.m[1].w : w.w) + (size_t)row * w.row_bytes + (size_t)ch.src + (size_t)(piece * i), piece);
+        }
+    }
+    for (int t = threadIdx.x; t < COLS * 9; t += THREADS) { /* a column's stage: 144 bytes, 16-byte aligned */
+        const int c = t / 9, i = t % 9;
+        if (c0 + c < m.nt)
+            copy_async(&sh.xraw[bi][c][16 * i], m.xq + ((size_t)(c0 + c) * (size_t)nbk + (size_t)j0) * 36 + 16 * i, 16);
+    }
+    copy_commit();
+}
+
+/* The landed stage in buffer bi: the rows' codes and scales decoded, the
+ * columns' scales as floats (their codes are read where they lie). Rows
+ * past the matrix decode as zeros; columns past the batch are never
+ * written out, so their bytes need not be set. */
+template <int T, int P, int WR, int WC>
+__device__ static void mmq_unpack(const struct mmq_mat &w, struct mmq_smem<P, WR, WC> &sh, int bi, int64_t r0,
+                                  int64_t c0, int64_t j0, int64_t nt)
+{
+    constexpr int ROWS = 32 * WR, COLS = 32 * WC, THREADS = 32 * WR * WC;
+    for (int t = threadIdx.x; t < P * ROWS * MMQ_BLOCKS; t += THREADS) { /* rows fastest: conflict-free */
+        const int p = t / (ROWS * MMQ_BLOCKS), jb = t / ROWS % MMQ_BLOCKS, r = t % ROWS;
         int8_t *q = &sh.w[p][r][32 * jb];
         float a[2] = { 0.0f, 0.0f }, b = 0.0f;
-        if (row < w.n && j < nbk) /* a pair's up: m[1], of the gate's shape */
-            mmq_decode<T>((p ? m.m[1].w : w.w) + (size_t)row * w.row_bytes, nb, j, q, a, &b);
+        if (r0 + r < w.n)
+            mmq_decode<T>(sh.wraw[bi][p][r], jb, j0, q, a, &b);
         else
             ((uint4 *)q)[0] = ((uint4 *)q)[1] = make_uint4(0, 0, 0, 0);
         sh.ws[p][jb][r] = T == TYPE_Q6_K ? make_float2(a[0], a[1]) : make_float2(a[0], b);
     }
-    /* a column's blocks j0.. are 36 MMQ_BLOCKS consecutive bytes: the
-     * threads read them a word each, in order (coalesced), and put the
-     * header words (d, s) and the code words where the fragments want them */
-    for (int t = threadIdx.x; t < COLS * 9 * MMQ_BLOCKS; t += THREADS) {
-        const int c = t / (9 * MMQ_BLOCKS), jb = t / 9 % MMQ_BLOCKS, i = t % 9;
-        const int64_t col = c0 + c, j = j0 + jb;
-        const unsigned v = col < m.nt && j < nbk ? ((const unsigned *)(m.xq + ((size_t)col * (size_t)nbk + (size_t)j) * 36))[i] : 0u;
-        if (i == 0)
-            sh.xs[jb][c] = make_float2(__half2float(__ushort_as_half((unsigned short)(v & 0xffff))),
-                                       __half2float(__ushort_as_half((unsigned short)(v >> 16))));
-        else
-            ((unsigned *)&sh.x[c][32 * jb])[i - 1] = v;
+    for (int t = threadIdx.x; t < COLS * MMQ_BLOCKS; t += THREADS) {
+        const int jb = t / COLS, c = t % COLS;
+        const unsigned v = c0 + c < nt ? *(const unsigned *)&sh.xraw[bi][c][36 * jb] : 0u;
+        sh.xs[jb][c] = make_float2(__half2float(__ushort_as_half((unsigned short)(v & 0xffff))),
+                                   __half2float(__ushort_as_half((unsigned short)(v >> 16))));
     }
 }
 
@@ -197,24 +295,21 @@ __device__ static void mmq_load(const struct mmq_args &m, const struct mmq_mat &
  * acc in a fixed order: acc + (a d) s_int (+ b s), or for Q6_K's two
  * scales acc + (a1 s1 + a0 s0) d. */
 template <int T, int P, int WR, int WC>
-__device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, float acc[P][2][4][4])
+__device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, int bi, float acc[P][2][4][4])
 {
     constexpr bool offset = T != TYPE_Q8_0 && T != TYPE_Q6_K;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
     const int g = lane / 4, t4 = lane % 4, mat = lane / 8;
 #pragma unroll 1 /* registers: the matrices and fragments unrolled are enough */
     for (int jb = 0; jb < MMQ_BLOCKS; jb++) {
-        unsigned bf[4][2]; /* the column tiles' B fragments: two tiles an ldmatrix */
+        unsigned bf[4][2]; /* the column tiles' B fragments, from the stored Q8_1 blocks (column g's codes 4 t..) */
         float4 xds[4];     /* tile's columns 2 t, 2 t + 1: { d, s, d, s } */
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            unsigned r[4];
-            ldmatrix_x4(r, &sh.x[32 * wc + 16 * h + 8 * (mat / 2) + lane % 8][32 * jb + 16 * (mat % 2)]);
-            bf[2 * h][0] = r[0], bf[2 * h][1] = r[1], bf[2 * h + 1][0] = r[2], bf[2 * h + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int tile = 0; tile < 4; tile++)
+        for (int tile = 0; tile < 4; tile++) {
+            const unsigned *xc = (const unsigned *)&sh.xraw[bi][32 * wc + 8 * tile + g][36 * jb + 4];
+            bf[tile][0] = xc[t4], bf[tile][1] = xc[4 + t4]; /* 36-word columns: 32 lanes, 32 banks */
             xds[tile] = *(const float4 *)&sh.xs[jb][32 * wc + 8 * tile + 2 * t4];
+        }
 #pragma unroll
         for (int p = 0; p < P; p++) {
 #pragma unroll
@@ -256,7 +351,8 @@ __device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, float acc
 template <int T, int P, int WR, int WC>
 __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const struct mmq_args m)
 {
-    __shared__ struct mmq_smem<P, WR, WC> sh;
+    extern __shared__ __align__(16) uint8_t smem[];
+    struct mmq_smem<P, WR, WC> &sh = *(struct mmq_smem<P, WR, WC> *)smem;
     grid_begin();
     /* the CTA's matrix: row tiles run through m[0], then m[1], m[2] (selected,
      * not indexed: an indexed parameter struct is copied to local memory) */
@@ -276,11 +372,20 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     acc[p][rt][tile][i] = 0.0f;
-    for (int64_t j0 = 0; j0 < m.k / 32; j0 += MMQ_BLOCKS) {
-        __syncthreads(); /* the last stage's reads are done */
-        mmq_load<T, P, WR, WC>(m, w, sh, r0, c0, j0);
+    const int64_t stages = m.k / (32 * MMQ_BLOCKS);
+    mmq_fetch<T, P, WR, WC>(m, w, sh, 0, r0, c0, 0);
+    for (int64_t st = 0; st < stages; st++) {
+        const int bi = (int)(st % 2);
+        __syncthreads(); /* the last stage's reads of the other buffer, the codes and the scales are done */
+        if (st + 1 < stages)
+            mmq_fetch<T, P, WR, WC>(m, w, sh, bi ^ 1, r0, c0, (st + 1) * MMQ_BLOCKS);
+        else
+            copy_commit(); /* an empty group: the wait below still means this stage's */
+        copy_wait<1>();
+        __syncthreads(); /* every thread's copies of this stage have landed */
+        mmq_unpack<T, P, WR, WC>(w, sh, bi, r0, c0, st * MMQ_BLOCKS, m.nt);
         __syncthreads();
-        mmq_stage<T, P, WR, WC>(sh, acc);
+        mmq_stage<T, P, WR, WC>(sh, bi, acc);
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
 #pragma unroll
@@ -309,6 +414,19 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const
 /* The tile: 64 rows by 128 columns (8 warps) when that gives every SM a
  * CTA, else 64 by 64 (4 warps) for more CTAs. The tile never changes a
  * column's bits: every value's sum runs over the blocks in order. */
+/* A launch of one instantiation, its shared memory (more than the default
+ * 48 KiB) asked for once per process, at its first launch: prompt launches
+ * are never captured into a graph. A refusal fails the launch, which
+ * cuda_launch_end reports. */
+template <int T, int P, int WR, int WC>
+static void launch_mmq(dim3 grid, const struct mmq_args &m, cudaStream_t s)
+{
+    static const cudaError_t opted = cudaFuncSetAttribute(mmq_kernel<T, P, WR, WC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                          (int)sizeof(struct mmq_smem<P, WR, WC>));
+    (void)opted;
+    launch(mmq_kernel<T, P, WR, WC>, grid, 32 * WR * WC, sizeof(struct mmq_smem<P, WR, WC>), s, m);
+}
+
 template <int T, int P>
 static void launch_tiles(const struct mmq_args &m, cudaStream_t s)
 {
@@ -317,9 +435,9 @@ static void launch_tiles(const struct mmq_args &m, cudaStream_t s)
         rows += (m.m[i].n + 63) / 64;
     const int64_t wide = rows * ((m.nt + 127) / 128);
     if (wide >= (int64_t)cuda_sm_count())
-        launch(mmq_kernel<T, P, 2, 4>, dim3((unsigned)rows, (unsigned)((m.nt + 127) / 128)), 256, 0, s, m);
+        launch_mmq<T, P, 2, 4>(dim3((unsigned)rows, (unsigned)((m.nt + 127) / 128)), m, s);
     else
-        launch(mmq_kernel<T, P, 2, 2>, dim3((unsigned)rows, (unsigned)((m.nt + 63) / 64)), 128, 0, s, m);
+        launch_mmq<T, P, 2, 2>(dim3((unsigned)rows, (unsigned)((m.nt + 63) / 64)), m, s);
 }
 
 template <int P>
