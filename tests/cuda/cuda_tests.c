@@ -158,6 +158,7 @@ static const struct {
     { "kv_store_and_attention_match_the_cpu", test_kernels_attention },
     { "elementwise_and_argmax", test_kernels_elementwise_and_argmax },
     { "backend_matches_the_cpu", test_backend_matches_the_cpu },
+    { "backend_prompt_kernels_match_the_cpu", test_backend_prompt_kernels_match_the_cpu },
     { "backend_is_bitwise_reproducible", test_backend_is_bitwise_reproducible },
     { "backend_batches_equal_single_steps", test_backend_batches_equal_single_steps },
     { "backend_two_engines_run_concurrently", test_backend_two_engines_run_concurrently },

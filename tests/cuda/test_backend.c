@@ -5,7 +5,8 @@
  * matmuls read Q8_1 activations, so logits agree to a stated bound, not
  * bit for bit), and against itself: the same prompt twice, CUDA graph
  * replay against direct launches, a batch against single steps, two
- * engines at once against each alone, all bit for bit. */
+ * engines at once against each alone, all bit for bit; a prompt long
+ * enough for the prompt kernels (tensor cores) against the CPU too. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -80,6 +81,27 @@ static bool run_sequence(struct engine *en, float *out)
     return true;
 }
 
+/* The worst max|a - b| / max|a| over rows of v logits, and at how many
+ * rows the argmaxes agree. */
+static double logits_gap(const float *a, const float *b, int rows, int64_t v, int *agree)
+{
+    double worst = 0;
+    *agree = 0;
+    for (int p = 0; p < rows; p++) {
+        double diff = 0, scale = 0;
+        int32_t ba = 0, bb = 0;
+        for (int64_t j = 0; j < v; j++) {
+            diff = fmax(diff, fabs((double)a[p * v + j] - b[p * v + j]));
+            scale = fmax(scale, fabs((double)a[p * v + j]));
+            ba = a[p * v + j] > a[p * v + ba] ? (int32_t)j : ba;
+            bb = b[p * v + j] > b[p * v + bb] ? (int32_t)j : bb;
+        }
+        worst = fmax(worst, diff / scale);
+        *agree += ba == bb;
+    }
+    return worst;
+}
+
 /* Each tiny model with each KV cache type, on both backends. */
 void test_backend_matches_the_cpu(void)
 {
@@ -107,20 +129,8 @@ void test_backend_matches_the_cpu(void)
             }
             engine_truncate(&gpu, 0);
             ok = ok && CHECK(engine_eval_logits(&gpu, tokens, 24, b, &e) == 0, "%s", e.msg);
-            double worst = 0;
             int agree = 0;
-            for (int p = 0; ok && p < 24; p++) {
-                double diff = 0, scale = 0;
-                int32_t ba = 0, bb = 0;
-                for (int64_t j = 0; j < v; j++) {
-                    diff = fmax(diff, fabs((double)a[p * v + j] - b[p * v + j]));
-                    scale = fmax(scale, fabs((double)a[p * v + j]));
-                    ba = a[p * v + j] > a[p * v + ba] ? (int32_t)j : ba;
-                    bb = b[p * v + j] > b[p * v + bb] ? (int32_t)j : bb;
-                }
-                worst = fmax(worst, diff / scale);
-                agree += ba == bb;
-            }
+            const double worst = ok ? logits_gap(a, b, 24, v, &agree) : 0;
             if (ok)
                 printf("    %s (%s, KV %s): GPU against CPU logits, worst max|diff|/max|cpu| %.3g over 24 positions; "
                        "argmax agrees at %d (bound 0.05)\n", tinies[t].arch, tinies[t].type, kv_type_name((enum kv_type)kv),
@@ -128,6 +138,70 @@ void test_backend_matches_the_cpu(void)
             ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits differ from the CPU's by %.3g", tinies[t].arch, worst);
             free(a), free(b);
             engine_free(&cpu), engine_free(&gpu);
+            model_close(&m);
+            if (!ok)
+                return;
+        }
+}
+
+/* A prompt of 40 tokens in one launch: the prompt kernels (tensor-core
+ * matmuls and attention, more than CUDA_PROMPT_MIN_COLUMNS columns)
+ * against the CPU, then 8 decode steps after that prefill (the CPU's
+ * greedy tokens, forced), within the decode test's bound; and the same
+ * prompt in two chunks of 20 (both prompt launches) and again in one: the
+ * same bits, since no prompt kernel's result depends on its batch. */
+void test_backend_prompt_kernels_match_the_cpu(void)
+{
+    enum { N_PROMPT = 40, N_STEPS = 8, N_ALL = N_PROMPT + N_STEPS };
+    int32_t tokens[N_ALL];
+    for (int i = 0; i < N_PROMPT; i++)
+        tokens[i] = i < 12 ? prompt[i] : (int32_t)((i * 131 + 7) % 397);
+    for (int t = 0; t < N_TINY; t++)
+        for (int kv = KV_F32; kv <= KV_Q8_0; kv++) {
+            struct model m;
+            struct error e;
+            if (!CHECK(model_open(&m, model_path(t), &e) == 0, "%s", e.msg))
+                return;
+            struct engine cpu, gpu, halves;
+            if (!open_engine_kv(&cpu, &m, "cpu", N_PROMPT, true, false, (enum kv_type)kv) ||
+                !open_engine_kv(&gpu, &m, "cuda", N_PROMPT, true, false, (enum kv_type)kv) ||
+                !open_engine_kv(&halves, &m, "cuda", N_PROMPT / 2, true, false, (enum kv_type)kv))
+                return;
+            const int64_t v = cpu.n_vocab;
+            const size_t bytes = (size_t)(N_ALL * v) * 4;
+            float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), *d = malloc(bytes);
+            bool ok = CHECK(engine_eval_logits(&cpu, tokens, N_PROMPT, a, &e) == 0 &&
+                                engine_eval_logits(&gpu, tokens, N_PROMPT, b, &e) == 0 &&
+                                engine_eval_logits(&halves, tokens, N_PROMPT, c, &e) == 0,
+                            "%s", e.msg);
+            for (int i = 0; ok && i < N_STEPS; i++) { /* the CPU's greedy token, on both */
+                const float *l = a + (N_PROMPT - 1 + i) * v;
+                int32_t best = 0;
+                for (int64_t j = 1; j < v; j++)
+                    best = l[j] > l[best] ? (int32_t)j : best;
+                tokens[N_PROMPT + i] = best;
+                ok = CHECK(engine_eval_logits(&cpu, &best, 1, a + (N_PROMPT + i) * v, &e) == 0 &&
+                               engine_eval_logits(&gpu, &best, 1, b + (N_PROMPT + i) * v, &e) == 0,
+                           "%s", e.msg);
+            }
+            engine_truncate(&gpu, 0);
+            ok = ok && CHECK(engine_eval_logits(&gpu, tokens, N_PROMPT, d, &e) == 0, "%s", e.msg);
+            int agree = 0;
+            const double worst = ok ? logits_gap(a, b, N_ALL, v, &agree) : 0;
+            ok = ok && CHECK(memcmp(b, c, (size_t)(N_PROMPT * v) * 4) == 0,
+                             "%s (KV %s): a prompt in chunks of %d gave other bits than in one", tinies[t].arch,
+                             kv_type_name((enum kv_type)kv), N_PROMPT / 2);
+            ok = ok && CHECK(memcmp(b, d, (size_t)(N_PROMPT * v) * 4) == 0, "%s (KV %s): the same prompt twice gave other bits",
+                             tinies[t].arch, kv_type_name((enum kv_type)kv));
+            if (ok)
+                printf("    %s (%s, KV %s): a %d-token prompt on the prompt kernels and %d steps after it against the CPU, "
+                       "worst %.3g, argmax agrees at %d of %d (bound 0.05); chunks of %d, one chunk, again: same bits\n",
+                       tinies[t].arch, tinies[t].type, kv_type_name((enum kv_type)kv), N_PROMPT, N_STEPS, worst, agree,
+                       N_ALL, N_PROMPT / 2);
+            ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits after a prompt differ from the CPU's by %.3g",
+                             tinies[t].arch, worst);
+            free(a), free(b), free(c), free(d);
+            engine_free(&cpu), engine_free(&gpu), engine_free(&halves);
             model_close(&m);
             if (!ok)
                 return;
