@@ -30,6 +30,7 @@
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
+extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
 __device__ static inline void grid_begin(void)
 {

@@ -38,6 +38,14 @@ extern "C" int cuda_sm_count(void)
     return v;
 }
 
+/* Lets kernel (a __global__ function) use bytes of dynamic shared memory,
+ * past the default 48 KiB. Not checked here: a refusal makes the kernel's
+ * launch fail, and its cuda_launch_end reports it, naming the kernel. */
+extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes)
+{
+    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
 static int check(cudaError_t rc, const char *site, struct error *e)
 {
     if (rc == cudaSuccess)

@@ -421,8 +421,7 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const
 template <int T, int P, int WR, int WC>
 static void launch_mmq(dim3 grid, const struct mmq_args &m, cudaStream_t s)
 {
-    static const cudaError_t opted = cudaFuncSetAttribute(mmq_kernel<T, P, WR, WC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          (int)sizeof(struct mmq_smem<P, WR, WC>));
+    static const bool opted = (cuda_smem_opt_in((const void *)mmq_kernel<T, P, WR, WC>, sizeof(struct mmq_smem<P, WR, WC>)), true);
     (void)opted;
     launch(mmq_kernel<T, P, WR, WC>, grid, 32 * WR * WC, sizeof(struct mmq_smem<P, WR, WC>), s, m);
 }
