@@ -45,6 +45,13 @@ static const char *model_path(int i)
     return paths[i];
 }
 
+/* Tiny model i, opened (made first if need be). */
+static bool open_tiny(int i, struct model *m)
+{
+    struct error e;
+    return CHECK(model_open(m, model_path(i), &e) == 0, "%s", e.msg);
+}
+
 static const int32_t prompt[12] = { 1, 17, 42, 99, 5, 250, 3, 77, 180, 12, 64, 201 };
 
 static bool open_engine_kv(struct engine *en, const struct model *m, const char *device, int64_t n_batch,
@@ -102,47 +109,54 @@ static double logits_gap(const float *a, const float *b, int rows, int64_t v, in
     return worst;
 }
 
-/* Each tiny model with each KV cache type, on both backends. */
-void test_backend_matches_the_cpu(void)
+/* Runs check on each tiny model with each KV cache type, up to a failure. */
+static void each_model_and_kv(bool (*check)(int t, enum kv_type kv, const struct model *m))
 {
     for (int t = 0; t < N_TINY; t++)
         for (int kv = KV_F32; kv <= KV_Q8_0; kv++) {
             struct model m;
-            struct error e;
-            if (!CHECK(model_open(&m, model_path(t), &e) == 0, "%s", e.msg))
+            if (!open_tiny(t, &m))
                 return;
-            struct engine cpu, gpu;
-            if (!open_engine_kv(&cpu, &m, "cpu", 4, true, false, (enum kv_type)kv) ||
-                !open_engine_kv(&gpu, &m, "cuda", 4, true, false, (enum kv_type)kv))
-                return;
-            int64_t v = cpu.n_vocab;
-            float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
-            /* the same tokens for both: the CPU's greedy continuation */
-            bool ok = run_sequence(&cpu, a);
-            int32_t tokens[24];
-            memcpy(tokens, prompt, sizeof prompt);
-            for (int i = 0; i < 12; i++) {
-                int32_t best = 0;
-                for (int64_t j = 1; j < v; j++)
-                    best = a[(11 + i) * v + j] > a[(11 + i) * v + best] ? (int32_t)j : best;
-                tokens[12 + i] = best;
-            }
-            engine_truncate(&gpu, 0);
-            ok = ok && CHECK(engine_eval_logits(&gpu, tokens, 24, b, &e) == 0, "%s", e.msg);
-            int agree = 0;
-            const double worst = ok ? logits_gap(a, b, 24, v, &agree) : 0;
-            if (ok)
-                printf("    %s (%s, KV %s): GPU against CPU logits, worst max|diff|/max|cpu| %.3g over 24 positions; "
-                       "argmax agrees at %d (bound 0.05)\n", tinies[t].arch, tinies[t].type, kv_type_name((enum kv_type)kv),
-                       worst, agree);
-            ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits differ from the CPU's by %.3g", tinies[t].arch, worst);
-            free(a), free(b);
-            engine_free(&cpu), engine_free(&gpu);
+            const bool ok = check(t, (enum kv_type)kv, &m);
             model_close(&m);
             if (!ok)
                 return;
         }
 }
+
+/* 12 prompt tokens in batches of 4 and 12 steps, on both backends. */
+static bool decode_matches_the_cpu(int t, enum kv_type kv, const struct model *m)
+{
+    struct error e;
+    struct engine cpu, gpu;
+    if (!open_engine_kv(&cpu, m, "cpu", 4, true, false, kv) || !open_engine_kv(&gpu, m, "cuda", 4, true, false, kv))
+        return false;
+    int64_t v = cpu.n_vocab;
+    float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
+    /* the same tokens for both: the CPU's greedy continuation */
+    bool ok = run_sequence(&cpu, a);
+    int32_t tokens[24];
+    memcpy(tokens, prompt, sizeof prompt);
+    for (int i = 0; i < 12; i++) {
+        int32_t best = 0;
+        for (int64_t j = 1; j < v; j++)
+            best = a[(11 + i) * v + j] > a[(11 + i) * v + best] ? (int32_t)j : best;
+        tokens[12 + i] = best;
+    }
+    engine_truncate(&gpu, 0);
+    ok = ok && CHECK(engine_eval_logits(&gpu, tokens, 24, b, &e) == 0, "%s", e.msg);
+    int agree = 0;
+    const double worst = ok ? logits_gap(a, b, 24, v, &agree) : 0;
+    if (ok)
+        printf("    %s (%s, KV %s): GPU against CPU logits, worst max|diff|/max|cpu| %.3g over 24 positions; "
+               "argmax agrees at %d (bound 0.05)\n", tinies[t].arch, tinies[t].type, kv_type_name(kv), worst, agree);
+    ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits differ from the CPU's by %.3g", tinies[t].arch, worst);
+    free(a), free(b);
+    engine_free(&cpu), engine_free(&gpu);
+    return ok;
+}
+
+void test_backend_matches_the_cpu(void) { each_model_and_kv(decode_matches_the_cpu); }
 
 /* A prompt of 40 tokens in one launch: the prompt kernels (tensor-core
  * matmuls and attention, more than CUDA_PROMPT_MIN_COLUMNS columns)
@@ -150,70 +164,58 @@ void test_backend_matches_the_cpu(void)
  * greedy tokens, forced), within the decode test's bound; and the same
  * prompt in two chunks of 20 (both prompt launches) and again in one: the
  * same bits, since no prompt kernel's result depends on its batch. */
-void test_backend_prompt_kernels_match_the_cpu(void)
+static bool prompt_matches_the_cpu(int t, enum kv_type kv, const struct model *m)
 {
     enum { N_PROMPT = 40, N_STEPS = 8, N_ALL = N_PROMPT + N_STEPS };
+    struct error e;
     int32_t tokens[N_ALL];
     for (int i = 0; i < N_PROMPT; i++)
         tokens[i] = i < 12 ? prompt[i] : (int32_t)((i * 131 + 7) % 397);
-    for (int t = 0; t < N_TINY; t++)
-        for (int kv = KV_F32; kv <= KV_Q8_0; kv++) {
-            struct model m;
-            struct error e;
-            if (!CHECK(model_open(&m, model_path(t), &e) == 0, "%s", e.msg))
-                return;
-            struct engine cpu, gpu, halves;
-            if (!open_engine_kv(&cpu, &m, "cpu", N_PROMPT, true, false, (enum kv_type)kv) ||
-                !open_engine_kv(&gpu, &m, "cuda", N_PROMPT, true, false, (enum kv_type)kv) ||
-                !open_engine_kv(&halves, &m, "cuda", N_PROMPT / 2, true, false, (enum kv_type)kv))
-                return;
-            const int64_t v = cpu.n_vocab;
-            const size_t bytes = (size_t)(N_ALL * v) * 4;
-            float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), *d = malloc(bytes);
-            bool ok = CHECK(engine_eval_logits(&cpu, tokens, N_PROMPT, a, &e) == 0 &&
-                                engine_eval_logits(&gpu, tokens, N_PROMPT, b, &e) == 0 &&
-                                engine_eval_logits(&halves, tokens, N_PROMPT, c, &e) == 0,
-                            "%s", e.msg);
-            for (int i = 0; ok && i < N_STEPS; i++) { /* the CPU's greedy token, on both */
-                const float *l = a + (N_PROMPT - 1 + i) * v;
-                int32_t best = 0;
-                for (int64_t j = 1; j < v; j++)
-                    best = l[j] > l[best] ? (int32_t)j : best;
-                tokens[N_PROMPT + i] = best;
-                ok = CHECK(engine_eval_logits(&cpu, &best, 1, a + (N_PROMPT + i) * v, &e) == 0 &&
-                               engine_eval_logits(&gpu, &best, 1, b + (N_PROMPT + i) * v, &e) == 0,
-                           "%s", e.msg);
-            }
-            engine_truncate(&gpu, 0);
-            ok = ok && CHECK(engine_eval_logits(&gpu, tokens, N_PROMPT, d, &e) == 0, "%s", e.msg);
-            int agree = 0;
-            const double worst = ok ? logits_gap(a, b, N_ALL, v, &agree) : 0;
-            ok = ok && CHECK(memcmp(b, c, (size_t)(N_PROMPT * v) * 4) == 0,
-                             "%s (KV %s): a prompt in chunks of %d gave other bits than in one", tinies[t].arch,
-                             kv_type_name((enum kv_type)kv), N_PROMPT / 2);
-            ok = ok && CHECK(memcmp(b, d, (size_t)(N_PROMPT * v) * 4) == 0, "%s (KV %s): the same prompt twice gave other bits",
-                             tinies[t].arch, kv_type_name((enum kv_type)kv));
-            if (ok)
-                printf("    %s (%s, KV %s): a %d-token prompt on the prompt kernels and %d steps after it against the CPU, "
-                       "worst %.3g, argmax agrees at %d of %d (bound 0.05); chunks of %d, one chunk, again: same bits\n",
-                       tinies[t].arch, tinies[t].type, kv_type_name((enum kv_type)kv), N_PROMPT, N_STEPS, worst, agree,
-                       N_ALL, N_PROMPT / 2);
-            ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits after a prompt differ from the CPU's by %.3g",
-                             tinies[t].arch, worst);
-            free(a), free(b), free(c), free(d);
-            engine_free(&cpu), engine_free(&gpu), engine_free(&halves);
-            model_close(&m);
-            if (!ok)
-                return;
-        }
+    struct engine cpu, gpu, halves;
+    if (!open_engine_kv(&cpu, m, "cpu", N_PROMPT, true, false, kv) || !open_engine_kv(&gpu, m, "cuda", N_PROMPT, true, false, kv) ||
+        !open_engine_kv(&halves, m, "cuda", N_PROMPT / 2, true, false, kv))
+        return false;
+    const int64_t v = cpu.n_vocab;
+    const size_t bytes = (size_t)(N_ALL * v) * 4;
+    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), *d = malloc(bytes);
+    bool ok = CHECK(engine_eval_logits(&cpu, tokens, N_PROMPT, a, &e) == 0 && engine_eval_logits(&gpu, tokens, N_PROMPT, b, &e) == 0 &&
+                        engine_eval_logits(&halves, tokens, N_PROMPT, c, &e) == 0,
+                    "%s", e.msg);
+    for (int i = 0; ok && i < N_STEPS; i++) { /* the CPU's greedy token, on both */
+        const float *l = a + (N_PROMPT - 1 + i) * v;
+        int32_t best = 0;
+        for (int64_t j = 1; j < v; j++)
+            best = l[j] > l[best] ? (int32_t)j : best;
+        tokens[N_PROMPT + i] = best;
+        ok = CHECK(engine_eval_logits(&cpu, &best, 1, a + (N_PROMPT + i) * v, &e) == 0 &&
+                       engine_eval_logits(&gpu, &best, 1, b + (N_PROMPT + i) * v, &e) == 0,
+                   "%s", e.msg);
+    }
+    engine_truncate(&gpu, 0);
+    ok = ok && CHECK(engine_eval_logits(&gpu, tokens, N_PROMPT, d, &e) == 0, "%s", e.msg);
+    int agree = 0;
+    const double worst = ok ? logits_gap(a, b, N_ALL, v, &agree) : 0;
+    ok = ok && CHECK(memcmp(b, c, (size_t)(N_PROMPT * v) * 4) == 0, "%s (KV %s): a prompt in chunks of %d gave other bits than in one",
+                     tinies[t].arch, kv_type_name(kv), N_PROMPT / 2);
+    ok = ok && CHECK(memcmp(b, d, (size_t)(N_PROMPT * v) * 4) == 0, "%s (KV %s): the same prompt twice gave other bits",
+                     tinies[t].arch, kv_type_name(kv));
+    if (ok)
+        printf("    %s (%s, KV %s): a %d-token prompt on the prompt kernels and %d steps after it against the CPU, "
+               "worst %.3g, argmax agrees at %d of %d (bound 0.05); chunks of %d, one chunk, again: same bits\n",
+               tinies[t].arch, tinies[t].type, kv_type_name(kv), N_PROMPT, N_STEPS, worst, agree, N_ALL, N_PROMPT / 2);
+    ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits after a prompt differ from the CPU's by %.3g", tinies[t].arch, worst);
+    free(a), free(b), free(c), free(d);
+    engine_free(&cpu), engine_free(&gpu), engine_free(&halves);
+    return ok;
 }
+
+void test_backend_prompt_kernels_match_the_cpu(void) { each_model_and_kv(prompt_matches_the_cpu); }
 
 void test_backend_is_bitwise_reproducible(void)
 {
     for (int t = 0; t < N_TINY; t++) {
         struct model m;
-        struct error e;
-        if (!CHECK(model_open(&m, model_path(t), &e) == 0, "%s", e.msg))
+        if (!open_tiny(t, &m))
             return;
         struct engine g, direct;
         if (!open_engine(&g, &m, "cuda", 4, true, false) || !open_engine(&direct, &m, "cuda", 4, true, true))
@@ -244,7 +246,7 @@ void test_backend_batches_equal_single_steps(void)
 {
     struct model m;
     struct error e;
-    if (!CHECK(model_open(&m, model_path(0), &e) == 0, "%s", e.msg))
+    if (!open_tiny(0, &m))
         return;
     for (int64_t k = 2; k <= 8; k += 3) {
         struct engine batch, steps;
@@ -283,8 +285,7 @@ static void *decode_alone(void *arg)
 void test_backend_two_engines_run_concurrently(void)
 {
     struct model m;
-    struct error e;
-    if (!CHECK(model_open(&m, model_path(1), &e) == 0, "%s", e.msg))
+    if (!open_tiny(1, &m))
         return;
     size_t bytes = 24 * 400 * 4;
     struct worker alone = { &m, malloc(bytes), false }, w[2] = { { &m, malloc(bytes), false }, { &m, malloc(bytes), false } };
@@ -307,8 +308,7 @@ void test_backend_two_engines_run_concurrently(void)
 void test_backend_engines_share_weights(void)
 {
     struct model m;
-    struct error e;
-    if (!CHECK(model_open(&m, model_path(1), &e) == 0, "%s", e.msg))
+    if (!open_tiny(1, &m))
         return;
     struct engine a, b, c;
     size_t bytes = 24 * 400 * 4;
