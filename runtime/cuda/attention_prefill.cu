@@ -81,24 +81,6 @@ __device__ static inline void mma_f16(float d[4], const unsigned a[4], unsigned 
 #endif
 }
 
-/* Four 8 x 8 f16 matrices from shared memory (lanes 8 m.. give matrix m's
- * row addresses); with trans, each transposed. */
-template <bool TRANS>
-__device__ static inline void ldmatrix_x4(unsigned r[4], const void *p)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(a));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(a));
-#endif
-}
-
 __device__ static inline unsigned half2_bits(float lo, float hi)
 {
     const __half2 h = __floats2half2_rn(lo, hi);

@@ -48,6 +48,27 @@ __device__ static inline void prefetch_l2(const uint8_t *p, size_t n)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
 }
 
+/* Four 8 x 8 matrices of 16-bit pairs from shared memory (the tensor-core
+ * fragments' loader): lanes 8 m..8 m + 7 give the addresses of matrix m's
+ * rows (16 bytes each), and each lane receives, of every matrix, row
+ * lane / 4's bytes 4 (lane % 4).. + 3 (for int8 codes, the fragment
+ * itself); with TRANS, of every matrix transposed (f16 pairs down a column). */
+template <bool TRANS>
+__device__ static inline void ldmatrix_x4(unsigned r[4], const void *p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#endif
+}
+
 /* Launches kernel k; a failure is latched for cuda_launch_end to report. */
 template <typename... P, typename... A>
 static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)

@@ -197,20 +197,6 @@ __device__ static inline void mma_s8_k32(int d[4], const unsigned a[4], const un
 #endif
 }
 
-/* Four 8 x 8 matrices of 16-bit pairs from shared memory: lanes 8 m..8 m + 7
- * give the addresses of matrix m's rows (16 bytes each), and each lane
- * receives, of every matrix, row lane / 4's bytes 4 (lane % 4).. + 3: for
- * int8 codes that is the tensor-core fragment itself. */
-__device__ static inline void ldmatrix_x4(unsigned r[4], const void *p)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#endif
-}
-
 /* An integer sum of at most 32 products of 8-bit codes (|s| < 2^22) as a
  * float, exactly: placed in the mantissa of 1.5 * 2^23, whose unit is 1,
  * then the 1.5 * 2^23 taken away. Two full-rate operations where the
@@ -316,7 +302,7 @@ __device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, int bi, f
             for (int rt = 0; rt < 2; rt++) {
                 const int rf = 32 * wr + 16 * rt;
                 unsigned af[4];
-                ldmatrix_x4(af, &sh.w[p][rf + 8 * (mat % 2) + lane % 8][32 * jb + 16 * (mat / 2)]);
+                ldmatrix_x4<false>(af, &sh.w[p][rf + 8 * (mat % 2) + lane % 8][32 * jb + 16 * (mat / 2)]);
                 const float2 sc[2] = { sh.ws[p][jb][rf + g], sh.ws[p][jb][rf + g + 8] };
 #pragma unroll
                 for (int tile = 0; tile < 4; tile++) {
