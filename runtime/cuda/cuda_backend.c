@@ -1,7 +1,7 @@
 /* cuda_backend.c: the GPU as a backend (see backend.h). Per engine: its own
- * non-blocking stream, the activation arena, the KV cache and the decode
- * graph captured as a CUDA graph after two warm-up runs and replayed every
- * step. Per model: its weights in device memory, uploaded by the first
+ * non-blocking stream, the activation arena, the KV cache and its graphs
+ * (the decode step's, a prompt chunk's) captured as CUDA graphs after two
+ * warm-up runs and replayed. Per model: its weights in device memory, uploaded by the first
  * engine over it (after checking they fit) and shared by the others (a
  * server's slots), freed with the last. Only the device layer (device.cu) calls the
  * CUDA runtime; this file walks graphs and calls kernel launchers. */
@@ -523,14 +523,17 @@ static struct capture *capture_of(struct cuda_state *s, const struct graph *g)
     return c;
 }
 
-/* Decode graphs (one token) are captured after WARMUP_RUNS direct runs and
- * replayed; their inputs live in the arena, so one capture serves every
- * position. A failed capture turns graphs off for the session, loudly, and
- * the step runs directly. */
+/* Graphs are captured after WARMUP_RUNS direct runs and replayed: the
+ * decode step's every step, a prompt chunk's from the third chunk of its
+ * shape on (a long prompt, a prompt again); their inputs live in the
+ * arena, so one capture serves every position. The warm-up runs also make
+ * every first launch (the prompt matmuls' shared-memory opt-in) happen
+ * outside a capture. A failed capture turns graphs off for the session,
+ * loudly, and the step runs directly. */
 static int cuda_execute(void *state, const struct graph *g, struct error *e)
 {
     struct cuda_state *s = state;
-    if (!s->graphs || g->nt != 1)
+    if (!s->graphs)
         return launch_all(s, g, e);
     struct capture *c = capture_of(s, g);
     if (c->generation != g->generation) { /* the slot's graph was rebuilt since */
