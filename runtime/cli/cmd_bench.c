@@ -29,7 +29,10 @@ static double stddev(const double *x, int64_t n, double mean)
 
 /* Tokens/s for n tokens as one batch (pp) or one at a time (tg). Every
  * step ends as greedy generation does, with the next token's id in hand
- * (engine_argmax), so the time is what a user waits, not what was queued. */
+ * (engine_argmax), so the time is what a user waits, not what was queued.
+ * One untimed run goes first, as llama-bench's warm-up does: the first run
+ * of a shape also builds its graph and loads its kernels (a GPU's modules
+ * load at their first launch), which a served model pays once. */
 static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int64_t reps, struct result *r,
                    struct error *e)
 {
@@ -39,7 +42,7 @@ static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int6
     for (int64_t i = 0; i < depth + n && !rc; i++)
         ids[i] = (int32_t)((i * 7919 + 13) % s->engine.n_vocab);
     const int32_t *tok = ids + depth;
-    for (int64_t k = 0; k < reps && !rc; k++) {
+    for (int64_t k = -1; k < reps && !rc; k++) { /* k = -1: the warm-up */
         engine_truncate(&s->engine, 0);
         if (depth > 0 && (rc = engine_eval(&s->engine, ids, depth, e) || engine_argmax(&s->engine, &next, e)))
             break; /* the context, untimed; argmax waits for it */
@@ -48,7 +51,8 @@ static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int6
             rc = engine_eval(&s->engine, tok, n, e) || engine_argmax(&s->engine, &next, e);
         for (int64_t i = 0; !batch && i < n && !rc; i++)
             rc = engine_eval(&s->engine, &tok[i], 1, e) || engine_argmax(&s->engine, &next, e);
-        tps[k] = (double)n / (session_now() - t0);
+        if (k >= 0)
+            tps[k] = (double)n / (session_now() - t0);
     }
     double mean = 0;
     for (int64_t k = 0; k < reps; k++)
