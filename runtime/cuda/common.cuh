@@ -199,20 +199,21 @@ __device__ static inline void q8_1_block(float v, uint8_t *out)
 }
 
 /* One KV cache row (kv_cache.h's element types) from d values at src, by
- * the CTA's threads (whole warps): f16 rounded to nearest, Q8_0 as the
- * CPU's quant_q8_0 (d = amax / 127, q = roundf(v / d)). */
+ * n threads (whole warps; t: this one's index among them, by default the
+ * CTA's): f16 rounded to nearest, Q8_0 as the CPU's quant_q8_0 (d = amax /
+ * 127, q = roundf(v / d)). */
 template <int KT>
-__device__ static inline void kv_row_write(uint8_t *row, const float *src, int64_t d)
+__device__ static inline void kv_row_write(uint8_t *row, const float *src, int64_t d, int t = threadIdx.x, int n = blockDim.x)
 {
     if constexpr (KT == KV_F32) {
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+        for (int64_t i = t; i < d; i += n)
             ((float *)row)[i] = src[i];
     } else if constexpr (KT == KV_F16) {
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+        for (int64_t i = t; i < d; i += n)
             ((__half *)row)[i] = __float2half_rn(src[i]);
     } else {
-        const int lane = threadIdx.x % 32;
-        for (int64_t b = threadIdx.x / 32; b < d / 32; b += blockDim.x / 32) {
+        const int lane = t % 32;
+        for (int64_t b = t / 32; b < d / 32; b += n / 32) {
             const float x = src[b * 32 + lane];
             float amax = fabsf(x);
             for (int off = 16; off > 0; off >>= 1)

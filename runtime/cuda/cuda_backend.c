@@ -109,8 +109,8 @@ static bool cuda_supports(const struct graph *g, int i, struct error *e)
         return refuse(g, i, e, "Q8_1 output needs a row length that is a multiple of 32");
     if ((n->op == OP_RMS_NORM || n->op == OP_RMS_NORM_Q8 || n->op == OP_RMS_NORM_ADD) && n->ne[0] > 8192)
         return refuse(g, i, e, "the norm kernel takes rows of at most 8192");
-    if ((n->op == OP_ROPE || n->op == OP_HEAD_NORM || n->op == OP_HEAD_NORM_ROPE) && (n->ne[0] % 2 || n->ne[0] > 4096))
-        return refuse(g, i, e, "head size must be even and at most 4096");
+    if ((n->op == OP_ROPE || n->op == OP_HEAD_NORM || n->op == OP_HEAD_NORM_ROPE) && (n->ne[0] % 2 || n->ne[0] > 2048))
+        return refuse(g, i, e, "head size must be even and at most 2048");
     if (n->op == OP_ATTENTION) {
         const struct node *q = &g->node[n->src[0]], *k = &g->node[g->node[n->src[1]].src[0]];
         if (q->ne[1] % k->ne[1])

@@ -91,13 +91,19 @@ extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t 
     return cuda_launch_end("rms_norm_kernel", e);
 }
 
-/* One CTA per (head, column) of one or two tensors (Q's and K's heads in
- * one launch); the head's d values pass through shared memory. With a KV
- * store (KT a kv_type, else -1), the last tensor's heads also go into the
- * cache, and h_kv more CTAs store V's heads. */
+/* Q's and K's heads (one or two tensors) of a column, normed and rotated,
+ * and with a KV store (KT a kv_type, else -1) the last tensor's heads and
+ * V's also put into the cache. grid.x: groups of `group` heads over Q's,
+ * K's, then V's; grid.y: columns. A decode step's launch has one head a CTA,
+ * all its threads on it, each forming its pairs' rotation. A prompt's has
+ * eight: the CTA first forms the column's rotation (cos and sin of every
+ * pair's angle) once for all of them, then each warp takes heads warp,
+ * warp + 4, ... (a head a CTA, the double sin and cos of every head were
+ * most of a prompt's launch). The same bits either way. */
 struct hnr_args {
     struct cuda_heads part[2];
     int n_part;
+    int64_t heads, group; /* Q's and K's heads (and V's, storing); heads a CTA */
     float eps, rope_base;
     double rope_factor; /* linear scaling: positions over it (1: none) */
     int style;
@@ -107,17 +113,41 @@ struct hnr_args {
     size_t row_bytes; /* of a cached row */
 };
 
-template <int KT>
-__global__ void head_norm_rope_kernel(const struct hnr_args a)
+/* The sum of the squares of x[0..d), in the order of a 128-thread CTA's
+ * block_sum (thread t adds elements t, t + 128, ... in turn; warps'
+ * butterflies; the four warps' sums in order), formed by one warp: so the
+ * bits do not depend on how many warps share a head. */
+__device__ static double head_square_sum(const float *x, int64_t d)
 {
-    extern __shared__ float v[];
-    __shared__ double partial[HEAD_THREADS / 32];
-    /* the frequency of this thread's first pair depends on the arguments
-     * alone: formed while the kernel before still runs */
-    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)a.d) / a.rope_factor : 0.0;
-    grid_begin();
-    int64_t head = blockIdx.x;
+    const int lane = threadIdx.x % 32;
+    double total = 0;
+    for (int w = 0; w < HEAD_THREADS / 32; w++) {
+        double ss = 0;
+        for (int64_t i = 32 * w + lane; i < d; i += HEAD_THREADS)
+            ss += (double)x[i] * x[i];
+        for (int off = 16; off > 0; off >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, off);
+        total += ss;
+    }
+    return total;
+}
+
+/* Head hh of column c, by n threads (t: this one's index among them): the
+ * whole CTA (a decode step's launch) or one warp (a prompt's). v is the
+ * head's d floats of shared memory, rot the column's rotation (NULL: each
+ * thread forms its pairs' own). */
+/* Pair i's angle at position pos (freq0: pair threadIdx.x's frequency). */
+__device__ static inline double rope_angle(const struct hnr_args &a, int32_t pos, int64_t i, double freq0)
+{
+    return (double)pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)a.d) / a.rope_factor);
+}
+
+template <int KT>
+__device__ static void head_norm_rope_one(const struct hnr_args &a, int64_t hh, int64_t c, const float2 *rot, double freq0,
+                                          float *v, int t, int n, double *partial)
+{
     const int64_t d = a.d;
+    int64_t head = hh;
     const struct cuda_heads *p = &a.part[0];
     if (a.n_part > 1 && head >= p->h)
         head -= p->h, p = &a.part[1];
@@ -125,49 +155,86 @@ __global__ void head_norm_rope_kernel(const struct hnr_args a)
     if constexpr (KT >= 0) {
         if (head >= p->h) { /* a V head: into the cache as it is */
             head -= p->h;
-            const size_t at = ((size_t)head * (size_t)a.store.n_ctx + (size_t)a.pos[blockIdx.y]) * a.row_bytes;
-            kv_row_write<KT>((uint8_t *)a.store.vl + at, a.store.v + ((size_t)blockIdx.y * (size_t)kp->h + (size_t)head) * (size_t)d, d);
+            const size_t at = ((size_t)head * (size_t)a.store.n_ctx + (size_t)a.pos[c]) * a.row_bytes;
+            kv_row_write<KT>((uint8_t *)a.store.vl + at, a.store.v + ((size_t)c * (size_t)kp->h + (size_t)head) * (size_t)d, d, t, n);
             return;
         }
     }
-    const size_t at = ((size_t)blockIdx.y * (size_t)p->h + (size_t)head) * (size_t)d;
+    const size_t at = ((size_t)c * (size_t)p->h + (size_t)head) * (size_t)d;
     const float *xh = p->x + at;
     float *yh = p->y + at;
     if (p->w) {
-        double ss = 0;
-        for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
-            ss += (double)xh[i] * xh[i];
-        ss = block_sum(ss, partial);
+        double ss;
+        if (n == HEAD_THREADS) {
+            ss = 0;
+            for (int64_t i = t; i < d; i += HEAD_THREADS)
+                ss += (double)xh[i] * xh[i];
+            ss = block_sum(ss, partial);
+        } else {
+            ss = head_square_sum(xh, d);
+        }
         const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), a.eps)));
-        for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
+        for (int64_t i = t; i < d; i += n)
             v[i] = __fmul_rn(__fmul_rn(xh[i], scale), p->w[i]);
     } else {
-        for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
+        for (int64_t i = t; i < d; i += n)
             v[i] = xh[i];
     }
-    __syncthreads();
+    n == HEAD_THREADS ? __syncthreads() : __syncwarp();
     if (a.rope_base <= 0) {
-        for (int64_t i = threadIdx.x; i < d; i += HEAD_THREADS)
+        for (int64_t i = t; i < d; i += n)
             yh[i] = v[i];
     } else {
-        const double pos = (double)a.pos[blockIdx.y];
-        for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
-            const double theta = pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)d) / a.rope_factor);
-            const float c = (float)cos(theta), s = (float)sin(theta);
+        for (int64_t i = t; i < d / 2; i += n) {
+            float cs, sn;
+            if (rot) {
+                cs = rot[i].x, sn = rot[i].y;
+            } else {
+                const double theta = rope_angle(a, a.pos[c], i, freq0);
+                cs = (float)cos(theta), sn = (float)sin(theta);
+            }
             const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
             const float x0 = v[x0i], x1 = v[x1i];
             /* each pair is read and written by one thread: v can take the result */
-            v[x0i] = yh[x0i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-            v[x1i] = yh[x1i] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+            v[x0i] = yh[x0i] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+            v[x1i] = yh[x1i] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
         }
     }
     if constexpr (KT >= 0) {
         if (p == kp) {
-            __syncthreads();
-            const size_t row = ((size_t)head * (size_t)a.store.n_ctx + (size_t)a.pos[blockIdx.y]) * a.row_bytes;
-            kv_row_write<KT>((uint8_t *)a.store.kl + row, v, d);
+            n == HEAD_THREADS ? __syncthreads() : __syncwarp();
+            const size_t row = ((size_t)head * (size_t)a.store.n_ctx + (size_t)a.pos[c]) * a.row_bytes;
+            kv_row_write<KT>((uint8_t *)a.store.kl + row, v, d, t, n);
         }
     }
+    __syncwarp(); /* v is read before the warp's next head overwrites it */
+}
+
+template <int KT>
+__global__ void __launch_bounds__(HEAD_THREADS) head_norm_rope_kernel(const struct hnr_args a)
+{
+    extern __shared__ float smem[]; /* a decode step's: the head's d floats; a prompt's: the rotation (d / 2 pairs of cos, sin), then d floats a warp */
+    const int64_t d = a.d;
+    float2 *rot = (float2 *)smem;
+    /* the frequency of this thread's first pair depends on the arguments
+     * alone: formed while the kernel before still runs */
+    const double freq0 = a.rope_base > 0 ? pow((double)a.rope_base, -2.0 * (double)threadIdx.x / (double)d) / a.rope_factor : 0.0;
+    grid_begin();
+    const int64_t c = blockIdx.y;
+    __shared__ double partial[HEAD_THREADS / 32];
+    if (a.group == 1) { /* the CTA's threads together, each forming its pairs' rotation: a decode step's shortest path */
+        head_norm_rope_one<KT>(a, blockIdx.x, c, NULL, freq0, smem, threadIdx.x, HEAD_THREADS, partial);
+        return;
+    }
+    if (a.rope_base > 0)
+        for (int64_t i = threadIdx.x; i < d / 2; i += HEAD_THREADS) {
+            const double theta = rope_angle(a, a.pos[c], i, freq0);
+            rot[i] = make_float2((float)cos(theta), (float)sin(theta));
+        }
+    __syncthreads();
+    const int64_t first = (int64_t)blockIdx.x * a.group, end = first + a.group < a.heads ? first + a.group : a.heads;
+    for (int64_t hh = first + threadIdx.x / 32; hh < end; hh += HEAD_THREADS / 32)
+        head_norm_rope_one<KT>(a, hh, c, rot, freq0, smem + d + (threadIdx.x / 32) * d, threadIdx.x % 32, 32, partial);
 }
 
 extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base,
@@ -179,9 +246,9 @@ extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_p
     int64_t heads = 0;
     for (int k = 0; k < n_part && k < 2; k++)
         a.part[k] = parts[k], heads += parts[k].h;
-    if (n_part < 1 || n_part > 2 || d <= 0 || d % 2 || d > 4096 || nt <= 0 || (rope_base > 0 && !pos) ||
+    if (n_part < 1 || n_part > 2 || d <= 0 || d % 2 || d > 2048 || nt <= 0 || nt > 65535 || (rope_base > 0 && !pos) ||
         (store && (!pos || (store->kt == KV_Q8_0 && d % 32))))
-        return fail(e, "head_norm_rope: %d tensors of %lld heads of %lld (an even size up to 4096%s), %lld columns",
+        return fail(e, "head_norm_rope: %d tensors of %lld heads of %lld (an even size up to 2048%s), %lld columns (at most 65535)",
                     n_part, (long long)heads, (long long)d, store && store->kt == KV_Q8_0 ? ", a multiple of 32 for a Q8_0 cache" : "",
                     (long long)nt);
     a.n_part = n_part;
@@ -195,8 +262,10 @@ extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_p
         a.store = *store;
         a.row_bytes = kv_row_bytes(store->kt, d);
     }
-    const dim3 grid((unsigned)(heads + (store ? parts[n_part - 1].h : 0)), (unsigned)nt);
-    const size_t smem = (size_t)d * sizeof(float);
+    a.heads = heads + (store ? parts[n_part - 1].h : 0);
+    a.group = nt > CUDA_PROMPT_MIN_COLUMNS ? 8 : 1;
+    const dim3 grid((unsigned)((a.heads + a.group - 1) / a.group), (unsigned)nt);
+    const size_t smem = (size_t)d * sizeof(float) * (1 + HEAD_THREADS / 32); /* 40 KiB at most: no opt-in */
     cudaStream_t s = (cudaStream_t)stream;
     if (cuda_launch_begin("head_norm_rope_kernel", e))
         return -1;

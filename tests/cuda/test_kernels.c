@@ -314,6 +314,53 @@ static bool folded_kv_store(enum kv_type kt)
     return ok;
 }
 
+/* A prompt's launch (CTAs of eight heads sharing a column's rotation)
+ * against each column alone (a head a CTA): the same bits in Q, K and both
+ * caches, heads of 64, 128 and 256, a last group only partly filled. */
+static bool grouped_heads(enum kv_type kt, int64_t d)
+{
+    struct error e;
+    enum { NT = 20 };
+    const int64_t h = 12, h_kv = 2, n_ctx = 64;
+    int32_t pos[NT];
+    for (int i = 0; i < NT; i++)
+        pos[i] = (i * 37 + 5) % n_ctx;
+    size_t qb = (size_t)(d * h * NT) * 4, kb = (size_t)(d * h_kv * NT) * 4;
+    size_t cache = (size_t)h_kv * (size_t)n_ctx * kv_row_bytes(kt, d);
+    float *q = randoms(d * h * NT, 1), *k = randoms(d * h_kv * NT, 1), *v = randoms(d * h_kv * NT, 1);
+    float *qw = randoms(d, 0.2f), *kw = randoms(d, 0.2f);
+    float *dq = up(q, qb), *dk = up(k, kb), *dv = up(v, kb), *dqw = up(qw, (size_t)d * 4), *dkw = up(kw, (size_t)d * 4);
+    float *yq[2] = { up(NULL, qb), up(NULL, qb) }, *yk[2] = { up(NULL, kb), up(NULL, kb) };
+    void *kc[2] = { up(NULL, cache), up(NULL, cache) }, *vc[2] = { up(NULL, cache), up(NULL, cache) };
+    int32_t *dpos = up(pos, sizeof pos);
+    bool ok = true;
+    for (int way = 0; way < 2 && ok; way++) { /* 0: the prompt's launch, 1: a column at a time */
+        cuda_memset_async(kc[way], 0, cache, NULL, &e), cuda_memset_async(vc[way], 0, cache, NULL, &e);
+        for (int c = 0; c < (way ? NT : 1) && ok; c++) {
+            const int64_t at = way ? c : 0, n = way ? 1 : NT;
+            const struct cuda_heads parts[2] = { { dq + at * h * d, dqw, yq[way] + at * h * d, h },
+                                                 { dk + at * h_kv * d, dkw, yk[way] + at * h_kv * d, h_kv } };
+            const struct cuda_kv_dest store = { kt, kc[way], vc[way], dv + at * h_kv * d, n_ctx };
+            ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, dpos + at, d, n, &store, NULL, &e) == 0,
+                       "%s", e.msg);
+        }
+    }
+    uint8_t *a = malloc(cache > qb ? cache : qb), *b = malloc(cache > qb ? cache : qb);
+    const struct { void *x, *y; size_t n; const char *what; } same[4] = {
+        { yq[0], yq[1], qb, "Q" }, { yk[0], yk[1], kb, "K" }, { kc[0], kc[1], cache, "the K cache" }, { vc[0], vc[1], cache, "the V cache" }
+    };
+    for (int i = 0; i < 4 && ok; i++) {
+        down(a, same[i].x, same[i].n), down(b, same[i].y, same[i].n);
+        ok = CHECK(memcmp(a, b, same[i].n) == 0, "%s cache, heads of %lld: %s differs between a %d-column launch and single columns",
+                   kv_type_name(kt), (long long)d, same[i].what, NT);
+    }
+    for (int i = 0; i < 2; i++)
+        cuda_free(yq[i]), cuda_free(yk[i]), cuda_free(kc[i]), cuda_free(vc[i]);
+    cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dqw), cuda_free(dkw), cuda_free(dpos);
+    free(q), free(k), free(v), free(qw), free(kw), free(a), free(b);
+    return ok;
+}
+
 void test_kernels_attention(void)
 {
     /* the windows (Gemma 3's head of 256 over one KV head): a query at 63 sees 34..63 inside chunk 0, one at 250
@@ -331,8 +378,12 @@ void test_kernels_attention(void)
         attention_case(KV_F32, 64, 8, 2, 300, 0, 70, ppos, fa) && attention_case(KV_F16, 128, 8, 2, 300, 0, 70, ppos, fa) &&
         attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 70, ppos, fa) && attention_case(KV_F16, 64, 14, 2, 1024, 100, 70, ppos, fa) &&
         attention_case(KV_F16, 256, 4, 1, 4096, 30, 70, ppos, 1e-5))
-        for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++)
-            printf("    %s: the KV store folded into the RoPE launch gives the same bits\n", kv_type_name((enum kv_type)kt));
+        for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++) {
+            if (!grouped_heads((enum kv_type)kt, 64) || !grouped_heads((enum kv_type)kt, 128) || !grouped_heads((enum kv_type)kt, 256))
+                return;
+            printf("    %s: the KV store folded into the RoPE launch gives the same bits; a prompt's launch (eight heads a CTA) "
+                   "the bits of single columns\n", kv_type_name((enum kv_type)kt));
+        }
 }
 
 /* ---- elementwise ops and argmax ---- */
