@@ -22,29 +22,27 @@
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
-/* A prompt's launch on the tensor cores (mmq.cu): the matrices in one
- * launch when they share a type (Q, K and V; gate and up as a pair), else
- * each on its own, and the pair's Q8_1 product quantized from its f32 one
- * (the CPU's quantizer, as the decode path's). 1 when a type is not
+/* A prompt's launch on the tensor cores (mmq.cu): neighbouring matrices of
+ * one type in one launch (Q, K and V; Q and K when V's type differs; gate
+ * and up as a pair), and the pair's Q8_1 product quantized from its f32
+ * one (the CPU's quantizer, as the decode path's). 1 when a type is not
  * theirs or rows are not whole stages (k % 128), else 0 or -1 (e says why). */
 static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
 {
     const bool pair = a.epi == CUDA_EPI_PAIR;
     if (a.k % 128 || (uintptr_t)a.xq % 16) /* whole stages of four blocks, copied 16 bytes at a time */
         return 1;
-    bool one_type = true;
-    for (int i = 0; i < n_mat; i++) {
-        if (!cuda_mmq_type(a.m[i].type))
+    for (int i = 0; i < n_mat; i++)
+        if (!cuda_mmq_type(a.m[i].type) || (pair && a.m[i].type != a.m[0].type))
             return 1;
-        one_type = one_type && a.m[i].type == a.m[0].type;
-    }
-    if (pair && !one_type)
-        return 1;
-    for (int i = 0; i < n_mat; i += one_type ? n_mat : 1) {
+    for (int i = 0, run; i < n_mat; i += run) {
         struct mmq_args m;
         memset(&m, 0, sizeof m);
-        m.n_mat = one_type && !pair ? n_mat : 1;
-        for (int j = 0; j < (pair ? 2 : m.n_mat); j++) {
+        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == a.m[i].type;)
+            run++;
+        run = pair ? n_mat : run;
+        m.n_mat = pair ? 1 : run;
+        for (int j = 0; j < run; j++) {
             const struct mm_mat &w = a.m[i + j];
             m.m[j] = (struct mmq_mat){ w.w, w.row_bytes, w.n, w.bias, w.y };
         }

@@ -401,9 +401,9 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const
  * CTA, else 64 by 64 (4 warps) for more CTAs. The tile never changes a
  * column's bits: every value's sum runs over the blocks in order. */
 /* A launch of one instantiation, its shared memory (more than the default
- * 48 KiB) asked for once per process, at its first launch: prompt launches
- * are never captured into a graph. A refusal fails the launch, which
- * cuda_launch_end reports. */
+ * 48 KiB) asked for once per process, at its first launch: never inside a
+ * capture, which begins at a graph's third run. A refusal fails the launch,
+ * which cuda_launch_end reports. */
 template <int T, int P, int WR, int WC>
 static void launch_mmq(dim3 grid, const struct mmq_args &m, cudaStream_t s)
 {

@@ -4,7 +4,7 @@
  * (their float roundings differ, not their integer sums; the measured
  * error is printed). A column's bits do not depend on how many columns
  * share its launch, nor on the matrices beside it (Q, K and V in one
- * launch). Ragged shapes: rows and columns that do not fill a tile. */
+ * launch, or Q and K in one and a V of another type in its own). Ragged shapes: rows and columns that do not fill a tile. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +85,24 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
                        "%s: matrix %d of three in one launch differs from its own launch", type_name(t), i);
         }
     }
+    /* Q and K of the type with a V of another (Q5_0 Q and K with a Q8_0 V in Qwen2.5's mix): Q and K share a
+     * launch, V has its own; each the bits of its own launch again */
+    const enum tensor_type u = t == TYPE_Q8_0 ? TYPE_Q4_0 : TYPE_Q8_0;
+    uint8_t *vq = malloc(type_bytes(u, (uint64_t)(k * rows[2])));
+    quantize_row(u, wf, vq, k * rows[2]);
+    void *dv = up_rows(u, k, rows[2], vq);
+    const struct cuda_matrix mixed[3] = { qkv[0], qkv[1], { u, dv, rows[2], NULL, dm[2] } };
+    ok = ok && CHECK(cuda_matmul_multi(mixed, 3, k, dx, NULL, NT, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = CHECK(cuda_matmul(mixed[i].t, mixed[i].w, k, rows[i], dx, NT, i ? NULL : db, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0,
+                   "%s", e.msg);
+        if (ok) {
+            down(got, dm[i], (size_t)(rows[i] * NT) * 4), down(part, dpart, (size_t)(rows[i] * NT) * 4);
+            ok = CHECK(memcmp(got, part, (size_t)(rows[i] * NT) * 4) == 0,
+                       "%s with a %s V: matrix %d differs from its own launch", type_name(t), type_name(u), i);
+        }
+    }
+    cuda_free(dv), free(vq);
     for (int i = 0; i < 3; i++)
         cuda_free(dm[i]);
     cuda_free(dw), cuda_free(dx), cuda_free(dq8), cuda_free(db), cuda_free(dr), cuda_free(dy), cuda_free(dpart);
