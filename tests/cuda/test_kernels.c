@@ -274,43 +274,82 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     return ok;
 }
 
+/* Two ways of norming and roping the same heads (Q's h, K's h_kv, nt
+ * columns at positions pos) into their own outputs and caches, to be
+ * compared bit for bit. */
+struct heads_runs {
+    enum kv_type kt;
+    int64_t d, h, h_kv, nt, n_ctx;
+    size_t qb, kb, cache;
+    float *q, *k, *v, *qw, *kw;                      /* host inputs */
+    float *dq, *dk, *dv, *dqw, *dkw, *yq[2], *yk[2]; /* device inputs, each way's Q and K */
+    void *kc[2], *vc[2];                             /* each way's caches, zeroed */
+    int32_t *dpos;
+};
+
+static void heads_runs_make(struct heads_runs *r, enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t nt,
+                            int64_t n_ctx, const int32_t *pos)
+{
+    struct error e;
+    *r = (struct heads_runs){ .kt = kt, .d = d, .h = h, .h_kv = h_kv, .nt = nt, .n_ctx = n_ctx };
+    r->qb = (size_t)(d * h * nt) * 4, r->kb = (size_t)(d * h_kv * nt) * 4;
+    r->cache = (size_t)h_kv * (size_t)n_ctx * kv_row_bytes(kt, d);
+    r->q = randoms(d * h * nt, 1), r->k = randoms(d * h_kv * nt, 1), r->v = randoms(d * h_kv * nt, 1);
+    r->qw = randoms(d, 0.2f), r->kw = randoms(d, 0.2f);
+    r->dq = up(r->q, r->qb), r->dk = up(r->k, r->kb), r->dv = up(r->v, r->kb);
+    r->dqw = up(r->qw, (size_t)d * 4), r->dkw = up(r->kw, (size_t)d * 4);
+    for (int way = 0; way < 2; way++) {
+        r->yq[way] = up(NULL, r->qb), r->yk[way] = up(NULL, r->kb);
+        r->kc[way] = up(NULL, r->cache), r->vc[way] = up(NULL, r->cache);
+        cuda_memset_async(r->kc[way], 0, r->cache, NULL, &e), cuda_memset_async(r->vc[way], 0, r->cache, NULL, &e);
+    }
+    r->dpos = up(pos, (size_t)nt * sizeof *pos);
+}
+
+/* Whether both ways gave the same Q, K and caches (how: what the second way changed). */
+static bool heads_runs_same(const struct heads_runs *r, const char *how)
+{
+    uint8_t *a = malloc(r->cache > r->qb ? r->cache : r->qb), *b = malloc(r->cache > r->qb ? r->cache : r->qb);
+    const struct { void *x, *y; size_t n; const char *what; } same[4] = {
+        { r->yq[0], r->yq[1], r->qb, "Q" }, { r->yk[0], r->yk[1], r->kb, "K" },
+        { r->kc[0], r->kc[1], r->cache, "the K cache" }, { r->vc[0], r->vc[1], r->cache, "the V cache" }
+    };
+    bool ok = true;
+    for (int i = 0; i < 4 && ok; i++) {
+        down(a, same[i].x, same[i].n), down(b, same[i].y, same[i].n);
+        ok = CHECK(memcmp(a, b, same[i].n) == 0, "%s cache, heads of %lld: %s differs %s", kv_type_name(r->kt),
+                   (long long)r->d, same[i].what, how);
+    }
+    free(a), free(b);
+    return ok;
+}
+
+static void heads_runs_free(struct heads_runs *r)
+{
+    for (int i = 0; i < 2; i++)
+        cuda_free(r->yq[i]), cuda_free(r->yk[i]), cuda_free(r->kc[i]), cuda_free(r->vc[i]);
+    cuda_free(r->dq), cuda_free(r->dk), cuda_free(r->dv), cuda_free(r->dqw), cuda_free(r->dkw), cuda_free(r->dpos);
+    free(r->q), free(r->k), free(r->v), free(r->qw), free(r->kw);
+}
+
 /* Q's and K's norm and RoPE with the KV store folded into the launch: the
  * same bits in Q, K and both caches as the three steps apart. */
 static bool folded_kv_store(enum kv_type kt)
 {
     struct error e;
-    const int64_t d = 128, h = 8, h_kv = 2, nt = 3, n_ctx = 64;
     const int32_t pos[3] = { 5, 6, 63 };
-    size_t qb = (size_t)(d * h * nt) * 4, kb = (size_t)(d * h_kv * nt) * 4;
-    size_t cache = (size_t)h_kv * (size_t)n_ctx * kv_row_bytes(kt, d);
-    float *q = randoms(d * h * nt, 1), *k = randoms(d * h_kv * nt, 1), *v = randoms(d * h_kv * nt, 1);
-    float *qw = randoms(d, 0.2f), *kw = randoms(d, 0.2f);
-    float *dq = up(q, qb), *dk = up(k, kb), *dv = up(v, kb), *dqw = up(qw, (size_t)d * 4), *dkw = up(kw, (size_t)d * 4);
-    float *yq[2] = { up(NULL, qb), up(NULL, qb) }, *yk[2] = { up(NULL, kb), up(NULL, kb) };
-    void *kc[2] = { up(NULL, cache), up(NULL, cache) }, *vc[2] = { up(NULL, cache), up(NULL, cache) };
-    int32_t *dpos = up(pos, sizeof pos);
+    struct heads_runs r;
+    heads_runs_make(&r, kt, 128, 8, 2, 3, 64, pos);
     bool ok = true;
     for (int way = 0; way < 2 && ok; way++) { /* 0: three steps, 1: one launch */
-        const struct cuda_heads parts[2] = { { dq, dqw, yq[way], h }, { dk, dkw, yk[way], h_kv } };
-        const struct cuda_kv_dest store = { kt, kc[way], vc[way], dv, n_ctx };
-        cuda_memset_async(kc[way], 0, cache, NULL, &e), cuda_memset_async(vc[way], 0, cache, NULL, &e);
-        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, dpos, d, nt, way ? &store : NULL, NULL, &e) == 0 &&
-                       (way || cuda_kv_store(kt, kc[0], vc[0], yk[0], dv, dpos, d, h_kv, nt, n_ctx, NULL, &e) == 0),
+        const struct cuda_heads parts[2] = { { r.dq, r.dqw, r.yq[way], r.h }, { r.dk, r.dkw, r.yk[way], r.h_kv } };
+        const struct cuda_kv_dest store = { kt, r.kc[way], r.vc[way], r.dv, r.n_ctx };
+        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, r.dpos, r.d, r.nt, way ? &store : NULL, NULL, &e) == 0 &&
+                       (way || cuda_kv_store(kt, r.kc[0], r.vc[0], r.yk[0], r.dv, r.dpos, r.d, r.h_kv, r.nt, r.n_ctx, NULL, &e) == 0),
                    "%s", e.msg);
     }
-    uint8_t *a = malloc(cache > qb ? cache : qb), *b = malloc(cache > qb ? cache : qb);
-    const struct { void *x, *y; size_t n; const char *what; } same[4] = {
-        { yq[0], yq[1], qb, "Q" }, { yk[0], yk[1], kb, "K" }, { kc[0], kc[1], cache, "the K cache" }, { vc[0], vc[1], cache, "the V cache" }
-    };
-    for (int i = 0; i < 4 && ok; i++) {
-        down(a, same[i].x, same[i].n), down(b, same[i].y, same[i].n);
-        ok = CHECK(memcmp(a, b, same[i].n) == 0, "%s cache: %s differs when the store is folded into the RoPE launch",
-                   kv_type_name(kt), same[i].what);
-    }
-    for (int i = 0; i < 2; i++)
-        cuda_free(yq[i]), cuda_free(yk[i]), cuda_free(kc[i]), cuda_free(vc[i]);
-    cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dqw), cuda_free(dkw), cuda_free(dpos);
-    free(q), free(k), free(v), free(qw), free(kw), free(a), free(b);
+    ok = ok && heads_runs_same(&r, "when the store is folded into the RoPE launch");
+    heads_runs_free(&r);
     return ok;
 }
 
@@ -321,43 +360,25 @@ static bool grouped_heads(enum kv_type kt, int64_t d)
 {
     struct error e;
     enum { NT = 20 };
-    const int64_t h = 12, h_kv = 2, n_ctx = 64;
     int32_t pos[NT];
     for (int i = 0; i < NT; i++)
-        pos[i] = (i * 37 + 5) % n_ctx;
-    size_t qb = (size_t)(d * h * NT) * 4, kb = (size_t)(d * h_kv * NT) * 4;
-    size_t cache = (size_t)h_kv * (size_t)n_ctx * kv_row_bytes(kt, d);
-    float *q = randoms(d * h * NT, 1), *k = randoms(d * h_kv * NT, 1), *v = randoms(d * h_kv * NT, 1);
-    float *qw = randoms(d, 0.2f), *kw = randoms(d, 0.2f);
-    float *dq = up(q, qb), *dk = up(k, kb), *dv = up(v, kb), *dqw = up(qw, (size_t)d * 4), *dkw = up(kw, (size_t)d * 4);
-    float *yq[2] = { up(NULL, qb), up(NULL, qb) }, *yk[2] = { up(NULL, kb), up(NULL, kb) };
-    void *kc[2] = { up(NULL, cache), up(NULL, cache) }, *vc[2] = { up(NULL, cache), up(NULL, cache) };
-    int32_t *dpos = up(pos, sizeof pos);
+        pos[i] = (i * 37 + 5) % 64;
+    struct heads_runs r;
+    heads_runs_make(&r, kt, d, 12, 2, NT, 64, pos);
+    const int64_t h = r.h, h_kv = r.h_kv;
     bool ok = true;
     for (int way = 0; way < 2 && ok; way++) { /* 0: the prompt's launch, 1: a column at a time */
-        cuda_memset_async(kc[way], 0, cache, NULL, &e), cuda_memset_async(vc[way], 0, cache, NULL, &e);
         for (int c = 0; c < (way ? NT : 1) && ok; c++) {
             const int64_t at = way ? c : 0, n = way ? 1 : NT;
-            const struct cuda_heads parts[2] = { { dq + at * h * d, dqw, yq[way] + at * h * d, h },
-                                                 { dk + at * h_kv * d, dkw, yk[way] + at * h_kv * d, h_kv } };
-            const struct cuda_kv_dest store = { kt, kc[way], vc[way], dv + at * h_kv * d, n_ctx };
-            ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, dpos + at, d, n, &store, NULL, &e) == 0,
+            const struct cuda_heads parts[2] = { { r.dq + at * h * d, r.dqw, r.yq[way] + at * h * d, h },
+                                                 { r.dk + at * h_kv * d, r.dkw, r.yk[way] + at * h_kv * d, h_kv } };
+            const struct cuda_kv_dest store = { kt, r.kc[way], r.vc[way], r.dv + at * h_kv * d, r.n_ctx };
+            ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, r.dpos + at, d, n, &store, NULL, &e) == 0,
                        "%s", e.msg);
         }
     }
-    uint8_t *a = malloc(cache > qb ? cache : qb), *b = malloc(cache > qb ? cache : qb);
-    const struct { void *x, *y; size_t n; const char *what; } same[4] = {
-        { yq[0], yq[1], qb, "Q" }, { yk[0], yk[1], kb, "K" }, { kc[0], kc[1], cache, "the K cache" }, { vc[0], vc[1], cache, "the V cache" }
-    };
-    for (int i = 0; i < 4 && ok; i++) {
-        down(a, same[i].x, same[i].n), down(b, same[i].y, same[i].n);
-        ok = CHECK(memcmp(a, b, same[i].n) == 0, "%s cache, heads of %lld: %s differs between a %d-column launch and single columns",
-                   kv_type_name(kt), (long long)d, same[i].what, NT);
-    }
-    for (int i = 0; i < 2; i++)
-        cuda_free(yq[i]), cuda_free(yk[i]), cuda_free(kc[i]), cuda_free(vc[i]);
-    cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dqw), cuda_free(dkw), cuda_free(dpos);
-    free(q), free(k), free(v), free(qw), free(kw), free(a), free(b);
+    ok = ok && heads_runs_same(&r, "between a 20-column launch and single columns");
+    heads_runs_free(&r);
     return ok;
 }
 
