@@ -132,16 +132,16 @@ __device__ static double head_square_sum(const float *x, int64_t d)
     return total;
 }
 
-/* Head hh of column c, by n threads (t: this one's index among them): the
- * whole CTA (a decode step's launch) or one warp (a prompt's). v is the
- * head's d floats of shared memory, rot the column's rotation (NULL: each
- * thread forms its pairs' own). */
 /* Pair i's angle at position pos (freq0: pair threadIdx.x's frequency). */
 __device__ static inline double rope_angle(const struct hnr_args &a, int32_t pos, int64_t i, double freq0)
 {
     return (double)pos * (i == threadIdx.x ? freq0 : pow((double)a.rope_base, -2.0 * (double)i / (double)a.d) / a.rope_factor);
 }
 
+/* Head hh of column c, by n threads (t: this one's index among them): the
+ * whole CTA (a decode step's launch) or one warp (a prompt's). v is the
+ * head's d floats of shared memory, rot the column's rotation (NULL: each
+ * thread forms its pairs' own). */
 template <int KT>
 __device__ static void head_norm_rope_one(const struct hnr_args &a, int64_t hh, int64_t c, const float2 *rot, double freq0,
                                           float *v, int t, int n, double *partial)
