@@ -25,6 +25,11 @@ extern "C" {
  * the bits of single steps (DESIGN.md: nt <= 8); 16 leaves the kernel
  * tests' batch of 9 there too. */
 #define CUDA_PROMPT_MIN_COLUMNS 16
+/* Parts (1 or 4) a prompt matmul splits the row length k of a matrix of
+ * rows rows into, each part summed by its own warps, then the parts in
+ * order (few rows: too few tiles to fill the GPU). By rows and k alone, so
+ * no column's bits depend on the batch. */
+int cuda_mmq_splits(int64_t rows, int64_t k);
 
 /* Whether the kernels can read weights of type t: as matmul weights,
  * embedding rows, and (decoded to f32 at registration) norm weights and biases. */

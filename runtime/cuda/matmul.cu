@@ -23,8 +23,8 @@
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
 /* A prompt's launch on the tensor cores (mmq.cu): neighbouring matrices of
- * one type in one launch (Q, K and V; Q and K when V's type differs; gate
- * and up as a pair), and the pair's Q8_1 product quantized from its f32
+ * one type and split in one launch (Q, K and V; Q and K when V's type
+ * differs; gate and up as a pair), and the pair's Q8_1 product quantized from its f32
  * one (the CPU's quantizer, as the decode path's). 1 when a type is not
  * theirs or rows are not whole stages (k % 128), else 0 or -1 (e says why). */
 static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
@@ -38,7 +38,8 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
     for (int i = 0, run; i < n_mat; i += run) {
         struct mmq_args m;
         memset(&m, 0, sizeof m);
-        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == a.m[i].type;)
+        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == a.m[i].type &&
+                      cuda_mmq_splits(a.m[i + run].n, a.k) == cuda_mmq_splits(a.m[i].n, a.k);)
             run++;
         run = pair ? n_mat : run;
         m.n_mat = pair ? 1 : run;

@@ -1,6 +1,7 @@
 /* mmq.cu: a prompt's matmuls of quantized weights on the int8 tensor
  * cores. A CTA of 8 warps computes a tile of 64 rows by 128 columns (4 warps
- * and 64 by 64 when the launch would not give every SM a CTA); each warp
+ * and 64 by 64 when the launch would not give every SM a CTA; four groups
+ * of 4 warps sharing out the row length of a matrix of few rows); each warp
  * takes 32 rows by 32 columns. Stages of four 32-element blocks (k % 128
  * == 0) are copied raw into shared memory by cp.async, the next while the
  * present one is worked (double buffers). For each stage the CTA decodes
@@ -227,12 +228,13 @@ __device__ static void mmq_fetch(const struct mmq_args &m, const struct mmq_mat 
                                  int bi, int64_t r0, int64_t c0, int64_t j0)
 {
     constexpr int ROWS = 32 * WR, COLS = 32 * WC, THREADS = 32 * WR * WC;
+    const int lt = (int)threadIdx.x % THREADS; /* the thread in its group (a split launch's) */
     const int64_t nbk = m.k / 32, nb = T == TYPE_Q4_K || T == TYPE_Q5_K || T == TYPE_Q6_K ? m.k / 256 : nbk;
 #pragma unroll
     for (int c = 0; c < 4; c++) {
         const struct mmq_chunk ch = mmq_chunk_of<T>(c, nb, j0);
         const int piece = ch.size < 16 ? ch.size : 16, pieces = ch.size / (piece ? piece : 1);
-        for (int t = threadIdx.x; t < P * ROWS * pieces; t += THREADS) { /* a row's pieces side by side: coalesced */
+        for (int t = lt; t < P * ROWS * pieces; t += THREADS) { /* a row's pieces side by side: coalesced */
             const int p = t / (ROWS * pieces), r = t / pieces % ROWS, i = t % pieces;
             const int64_t row = r0 + r;
             if (row < w.n) /* a pair's up: m[1], of the gate's shape */
@@ -240,7 +242,7 @@ __device__ static void mmq_fetch(const struct mmq_args &m, const struct mmq_mat 
                            (p ? m.m[1].w : w.w) + (size_t)row * w.row_bytes + (size_t)ch.src + (size_t)(piece * i), piece);
         }
     }
-    for (int t = threadIdx.x; t < COLS * 9; t += THREADS) { /* a column's stage: 144 bytes, 16-byte aligned */
+    for (int t = lt; t < COLS * 9; t += THREADS) { /* a column's stage: 144 bytes, 16-byte aligned */
         const int c = t / 9, i = t % 9;
         if (c0 + c < m.nt)
             copy_async(&sh.xraw[bi][c][16 * i], m.xq + ((size_t)(c0 + c) * (size_t)nbk + (size_t)j0) * 36 + 16 * i, 16);
@@ -257,7 +259,8 @@ __device__ static void mmq_unpack(const struct mmq_mat &w, struct mmq_smem<P, WR
                                   int64_t c0, int64_t j0, int64_t nt)
 {
     constexpr int ROWS = 32 * WR, COLS = 32 * WC, THREADS = 32 * WR * WC;
-    for (int t = threadIdx.x; t < P * ROWS * MMQ_BLOCKS; t += THREADS) { /* rows fastest: conflict-free */
+    const int lt = (int)threadIdx.x % THREADS;
+    for (int t = lt; t < P * ROWS * MMQ_BLOCKS; t += THREADS) { /* rows fastest: conflict-free */
         const int p = t / (ROWS * MMQ_BLOCKS), jb = t / ROWS % MMQ_BLOCKS, r = t % ROWS;
         int8_t *q = &sh.w[p][r][32 * jb];
         float a[2] = { 0.0f, 0.0f }, b = 0.0f;
@@ -267,7 +270,7 @@ __device__ static void mmq_unpack(const struct mmq_mat &w, struct mmq_smem<P, WR
             ((uint4 *)q)[0] = ((uint4 *)q)[1] = make_uint4(0, 0, 0, 0);
         sh.ws[p][jb][r] = T == TYPE_Q6_K ? make_float2(a[0], a[1]) : make_float2(a[0], b);
     }
-    for (int t = threadIdx.x; t < COLS * MMQ_BLOCKS; t += THREADS) {
+    for (int t = lt; t < COLS * MMQ_BLOCKS; t += THREADS) {
         const int jb = t / COLS, c = t % COLS;
         const unsigned v = c0 + c < nt ? *(const unsigned *)&sh.xraw[bi][c][36 * jb] : 0u;
         sh.xs[jb][c] = make_float2(__half2float(__ushort_as_half((unsigned short)(v & 0xffff))),
@@ -284,7 +287,7 @@ template <int T, int P, int WR, int WC>
 __device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, int bi, float acc[P][2][4][4])
 {
     constexpr bool offset = T != TYPE_Q8_0 && T != TYPE_Q6_K;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
+    const int warp = (int)threadIdx.x % (32 * WR * WC) / 32, lane = threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
     const int g = lane / 4, t4 = lane % 4, mat = lane / 8;
 #pragma unroll 1 /* registers: the matrices and fragments unrolled are enough */
     for (int jb = 0; jb < MMQ_BLOCKS; jb++) {
@@ -333,12 +336,21 @@ __device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, int bi, f
 }
 
 /* Registers: at most 85 a thread for a single matrix (3 CTAs of 8 warps an
- * SM), 128 for a pair (2). */
-template <int T, int P, int WR, int WC>
-__global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const struct mmq_args m)
+ * SM), 128 for a pair (2) or a split one (a CTA of 16 warps an SM).
+ * KS > 1 splits the row length: the CTA's KS groups of WR x WC warps take
+ * stages g, g + KS, ... each into its own sums (its own shared memory),
+ * the groups in step (CTA-wide barriers); at the end group 0 adds the
+ * others' sums to its own in group order. Only matrices of few rows and
+ * long rows are split (cuda_mmq_splits: by rows and k, never by the
+ * batch), so a column's bits still depend on neither the batch nor the
+ * launch. */
+template <int T, int P, int WR, int WC, int KS>
+__global__ void __launch_bounds__(32 * WR * WC * KS, KS > 1 ? 1 : 16 / (WR * WC)) mmq_kernel(const struct mmq_args m)
 {
     extern __shared__ __align__(16) uint8_t smem[];
-    struct mmq_smem<P, WR, WC> &sh = *(struct mmq_smem<P, WR, WC> *)smem;
+    constexpr int GROUP = 32 * WR * WC; /* threads a group */
+    const int g = KS > 1 ? (int)threadIdx.x / GROUP : 0; /* the thread's group */
+    struct mmq_smem<P, WR, WC> &sh = ((struct mmq_smem<P, WR, WC> *)smem)[g];
     grid_begin();
     /* the CTA's matrix: row tiles run through m[0], then m[1], m[2] (selected,
      * not indexed: an indexed parameter struct is copied to local memory) */
@@ -358,22 +370,49 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     acc[p][rt][tile][i] = 0.0f;
-    const int64_t stages = m.k / (32 * MMQ_BLOCKS);
-    mmq_fetch<T, P, WR, WC>(m, w, sh, 0, r0, c0, 0);
-    for (int64_t st = 0; st < stages; st++) {
-        const int bi = (int)(st % 2);
-        __syncthreads(); /* the last stage's reads of the other buffer, the codes and the scales are done */
-        if (st + 1 < stages)
-            mmq_fetch<T, P, WR, WC>(m, w, sh, bi ^ 1, r0, c0, (st + 1) * MMQ_BLOCKS);
+    /* the group's stages: g, g + KS, ...; every group runs the same turns */
+    const int64_t stages = m.k / (32 * MMQ_BLOCKS), turns = (stages + KS - 1) / KS;
+    if (KS == 1 || g < stages)
+        mmq_fetch<T, P, WR, WC>(m, w, sh, 0, r0, c0, (int64_t)g * MMQ_BLOCKS);
+    else
+        copy_commit();
+    for (int64_t i = 0; i < turns; i++) {
+        const int bi = (int)(i % 2);
+        const int64_t st = g + i * KS, next = st + KS;
+        __syncthreads(); /* the last turn's reads of the other buffer, the codes and the scales are done */
+        if (next < stages)
+            mmq_fetch<T, P, WR, WC>(m, w, sh, bi ^ 1, r0, c0, next * MMQ_BLOCKS);
         else
-            copy_commit(); /* an empty group: the wait below still means this stage's */
+            copy_commit(); /* an empty group: the wait below still means this turn's */
         copy_wait<1>();
         __syncthreads(); /* every thread's copies of this stage have landed */
-        mmq_unpack<T, P, WR, WC>(w, sh, bi, r0, c0, st * MMQ_BLOCKS, m.nt);
+        if (KS == 1 || st < stages)
+            mmq_unpack<T, P, WR, WC>(w, sh, bi, r0, c0, st * MMQ_BLOCKS, m.nt);
         __syncthreads();
-        mmq_stage<T, P, WR, WC>(sh, bi, acc);
+        if (KS == 1 || st < stages)
+            mmq_stage<T, P, WR, WC>(sh, bi, acc);
     }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
+    if constexpr (KS > 1) { /* the groups' sums meet in group 0, in group order */
+        static_assert(P == 1, "a pair is never split");
+        float *sums = (float *)&sh; /* the group's own shared memory, its stages done: GROUP x 32 floats */
+        const int lt = (int)threadIdx.x % GROUP;
+        __syncthreads();
+        if (g > 0)
+#pragma unroll
+            for (int x = 0; x < 32; x++)
+                sums[x * GROUP + lt] = (&acc[0][0][0][0])[x];
+        __syncthreads();
+        if (g > 0)
+            return;
+#pragma unroll
+        for (int other = 1; other < KS; other++) {
+            const float *theirs = (const float *)&((struct mmq_smem<P, WR, WC> *)smem)[other];
+#pragma unroll
+            for (int x = 0; x < 32; x++)
+                (&acc[0][0][0][0])[x] = __fadd_rn((&acc[0][0][0][0])[x], theirs[x * GROUP + threadIdx.x % GROUP]);
+        }
+    }
+    const int warp = (int)threadIdx.x % GROUP / 32, lane = threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
 #pragma unroll
     for (int rt = 0; rt < 2; rt++)
 #pragma unroll
@@ -397,21 +436,26 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmq_kernel(const
             }
 }
 
-/* The tile: 64 rows by 128 columns (8 warps) when that gives every SM a
- * CTA, else 64 by 64 (4 warps) for more CTAs. The tile never changes a
- * column's bits: every value's sum runs over the blocks in order. */
 /* A launch of one instantiation, its shared memory (more than the default
  * 48 KiB) asked for once per process, at its first launch: never inside a
  * capture, which begins at a graph's third run. A refusal fails the launch,
  * which cuda_launch_end reports. */
-template <int T, int P, int WR, int WC>
+template <int T, int P, int WR, int WC, int KS>
 static void launch_mmq(dim3 grid, const struct mmq_args &m, cudaStream_t s)
 {
-    static const bool opted = (cuda_smem_opt_in((const void *)mmq_kernel<T, P, WR, WC>, sizeof(struct mmq_smem<P, WR, WC>)), true);
+    constexpr size_t bytes = KS * sizeof(struct mmq_smem<P, WR, WC>);
+    static const bool opted = (cuda_smem_opt_in((const void *)mmq_kernel<T, P, WR, WC, KS>, bytes), true);
     (void)opted;
-    launch(mmq_kernel<T, P, WR, WC>, grid, 32 * WR * WC, sizeof(struct mmq_smem<P, WR, WC>), s, m);
+    launch(mmq_kernel<T, P, WR, WC, KS>, grid, 32 * WR * WC * KS, bytes, s, m);
 }
 
+extern "C" int cuda_mmq_splits(int64_t rows, int64_t k) { return rows < 1024 && k / (32 * MMQ_BLOCKS) >= 16 ? 4 : 1; }
+
+/* The tile: 64 rows by 128 columns (8 warps) when that gives every SM a
+ * CTA, else 64 by 64 (4 warps) for more CTAs; the tile never changes a
+ * column's bits (every value's sum runs over the blocks in order). A split
+ * launch (its matrices' cuda_mmq_splits, alike: matmul.cu groups them so)
+ * has 64 by 64 tiles of four groups of 4 warps, whatever the batch. */
 template <int T, int P>
 static void launch_tiles(const struct mmq_args &m, cudaStream_t s)
 {
@@ -419,10 +463,12 @@ static void launch_tiles(const struct mmq_args &m, cudaStream_t s)
     for (int i = 0; i < (P == 2 ? 1 : m.n_mat); i++)
         rows += (m.m[i].n + 63) / 64;
     const int64_t wide = rows * ((m.nt + 127) / 128);
-    if (wide >= (int64_t)cuda_sm_count())
-        launch_mmq<T, P, 2, 4>(dim3((unsigned)rows, (unsigned)((m.nt + 127) / 128)), m, s);
+    if (P == 1 && cuda_mmq_splits(m.m[0].n, m.k) == 4)
+        launch_mmq<T, 1, 2, 2, 4>(dim3((unsigned)rows, (unsigned)((m.nt + 63) / 64)), m, s);
+    else if (wide >= (int64_t)cuda_sm_count())
+        launch_mmq<T, P, 2, 4, 1>(dim3((unsigned)rows, (unsigned)((m.nt + 127) / 128)), m, s);
     else
-        launch_mmq<T, P, 2, 2>(dim3((unsigned)rows, (unsigned)((m.nt + 63) / 64)), m, s);
+        launch_mmq<T, P, 2, 2, 1>(dim3((unsigned)rows, (unsigned)((m.nt + 63) / 64)), m, s);
 }
 
 template <int P>
