@@ -88,6 +88,23 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
 
 /* SiLU and GELU (tanh approximation) as the CPU writes them (cpu.h), each
  * step rounded once, no contraction into FMAs. */
+/* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums. */
+__device__ static inline void mma_f16(float d[4], const unsigned a[4], unsigned b0, unsigned b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ static inline unsigned half2_bits(float lo, float hi)
+{
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *(const unsigned *)&h;
+}
+
 __device__ static inline float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
 __device__ static inline float gelu(float v)
 {

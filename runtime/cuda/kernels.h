@@ -30,6 +30,11 @@ extern "C" {
  * order (few rows: too few tiles to fill the GPU). By rows and k alone, so
  * no column's bits depend on the batch. */
 int cuda_mmq_splits(int64_t rows, int64_t k);
+/* Whether a prompt matmul of rows rows of type t runs on the f16 tensor
+ * cores (weights decoded to f16; mmq_f16.cu) rather than the int8 ones:
+ * many rows (a launch of them fills the GPU with tiles of 64 rows), by
+ * type and rows alone, as the splits. */
+bool cuda_mmq_f16(enum tensor_type t, int64_t rows);
 
 /* Whether the kernels can read weights of type t: as matmul weights,
  * embedding rows, and (decoded to f32 at registration) norm weights and biases. */

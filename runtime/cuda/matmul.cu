@@ -22,10 +22,11 @@
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
-/* A prompt's launch on the tensor cores (mmq.cu): neighbouring matrices of
- * one type and split in one launch (Q, K and V; Q and K when V's type
- * differs; gate and up as a pair), and the pair's Q8_1 product quantized from its f32
- * one (the CPU's quantizer, as the decode path's). 1 when a type is not
+/* A prompt's launch on the tensor cores (mmq.cu on int8, mmq_f16.cu on
+ * f16: cuda_mmq_f16): neighbouring matrices of one type, kernel and split
+ * in one launch (Q, K and V; Q and K when V's type differs; gate and up as
+ * a pair), and the pair's Q8_1 product quantized from its f32 one (the
+ * CPU's quantizer, as the decode path's). 1 when a type is not
  * theirs or rows are not whole stages (k % 128), else 0 or -1 (e says why). */
 static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
 {
@@ -38,7 +39,9 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
     for (int i = 0, run; i < n_mat; i += run) {
         struct mmq_args m;
         memset(&m, 0, sizeof m);
-        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == a.m[i].type &&
+        const enum tensor_type t = (enum tensor_type)a.m[i].type;
+        const bool f16 = cuda_mmq_f16(t, a.m[i].n);
+        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == t && cuda_mmq_f16(t, a.m[i + run].n) == f16 &&
                       cuda_mmq_splits(a.m[i + run].n, a.k) == cuda_mmq_splits(a.m[i].n, a.k);)
             run++;
         run = pair ? n_mat : run;
@@ -48,7 +51,10 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
             m.m[j] = (struct mmq_mat){ w.w, w.row_bytes, w.n, w.bias, w.y };
         }
         m.k = a.k, m.nt = a.nt, m.xq = a.xq, m.res = a.epi == CUDA_EPI_ADD ? a.res : NULL, m.glu = a.glu;
-        cuda_mmq_launch(a.m[i].type, m, pair, s);
+        if (f16)
+            cuda_mmq_f16_launch(t, m, pair, s);
+        else
+            cuda_mmq_launch(t, m, pair, s);
     }
     if (cuda_launch_end("mmq_kernel", e))
         return -1;

@@ -21,10 +21,8 @@
  * decode GEMV's order, which is why only launches of more than
  * CUDA_PROMPT_MIN_COLUMNS columns come here (smaller batches keep the bits
  * of single steps, DESIGN.md). */
-#include "cuda/mmq.cuh"
-#include "graph_ops.h"
+#include "cuda/mmq_stage.cuh"
 
-#define MMQ_BLOCKS 4                      /* 32-element blocks a stage */
 #define MMQ_STRIDE (32 * MMQ_BLOCKS + 16) /* bytes a row of codes in shared memory: 16-byte aligned, conflict-free ldmatrix */
 
 bool cuda_mmq_type(int t)
@@ -45,144 +43,12 @@ __device__ static inline void put_codes(int8_t *q, const unsigned w[8])
     ((uint4 *)q)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-/* ---- a stage's raw bytes: copied by cp.async, decoded from shared memory ----
- * A stage is blocks j0..j0 + 3 of a row (j0 a multiple of 4: rows are
- * whole stages, k % 128 == 0). Its bytes, field by field, are copied from
- * the stored row (weight_layout.h) into MMQ_RAW bytes of shared memory:
- *   Q4_0 [qs 64][d 8]   Q4_1 [qs 64][dm 16]   Q5_0 [qs 64][qh 16][d 8]
- *   Q5_1 [qs 64][qh 16][dm 16]   Q8_0 [qs 128][d 8]
- *   Q4_K [d, dmin, scales 16][qs: the stage's half, 64]
- *   Q5_K [d, dmin, scales 16][qh 32][qs half 64]
- *   Q6_K [ql half 64][qh half 32][scales half 8][the word holding d 4]
- * (K-quants: a stage is half a superblock). Every piece is a 16-, 8- or
- * 4-byte copy from an address so aligned. */
-#define MMQ_RAW 144 /* bytes a row's raw stage takes in shared memory (at most 136) */
-
-struct mmq_chunk {
-    int dst, size;   /* in the raw stage */
-    int64_t src;     /* in the stored row */
-};
-
-/* Chunk c of the stage from block j0 of a row of type T (nb of T's
- * blocks); size 0 past the last. */
-template <int T>
-__device__ static inline struct mmq_chunk mmq_chunk_of(int c, int64_t nb, int64_t j0)
-{
-    const int64_t sb = j0 / 8, h = j0 / 4 % 2;
-    switch (T) {
-    case TYPE_Q4_0: return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 8, 16 * nb + 2 * j0 } : mmq_chunk{ 0, 0, 0 };
-    case TYPE_Q4_1: return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 16, 16 * nb + 4 * j0 } : mmq_chunk{ 0, 0, 0 };
-    case TYPE_Q5_0:
-        return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 16, 16 * nb + 4 * j0 }
-             : c == 2 ? mmq_chunk{ 80, 8, 20 * nb + 2 * j0 } : mmq_chunk{ 0, 0, 0 };
-    case TYPE_Q5_1:
-        return c == 0 ? mmq_chunk{ 0, 64, 16 * j0 } : c == 1 ? mmq_chunk{ 64, 16, 16 * nb + 4 * j0 }
-             : c == 2 ? mmq_chunk{ 80, 16, 20 * nb + 4 * j0 } : mmq_chunk{ 0, 0, 0 };
-    case TYPE_Q8_0: return c == 0 ? mmq_chunk{ 0, 128, 32 * j0 } : c == 1 ? mmq_chunk{ 128, 8, 32 * nb + 2 * j0 } : mmq_chunk{ 0, 0, 0 };
-    case TYPE_Q4_K: return c == 0 ? mmq_chunk{ 0, 16, 144 * sb } : c == 1 ? mmq_chunk{ 16, 64, 144 * sb + 16 + 64 * h } : mmq_chunk{ 0, 0, 0 };
-    case TYPE_Q5_K:
-        return c == 0 ? mmq_chunk{ 0, 16, 176 * sb } : c == 1 ? mmq_chunk{ 16, 32, 176 * sb + 16 }
-             : c == 2 ? mmq_chunk{ 48, 64, 176 * sb + 48 + 64 * h } : mmq_chunk{ 0, 0, 0 };
-    default: /* Q6_K: planes ql 128, qh 64, scales 16, d 2 a superblock */
-        return c == 0 ? mmq_chunk{ 0, 64, 128 * sb + 64 * h } : c == 1 ? mmq_chunk{ 64, 32, 128 * nb + 64 * sb + 32 * h }
-             : c == 2 ? mmq_chunk{ 96, 8, 192 * nb + 16 * sb + 8 * h } : mmq_chunk{ 104, 4, 208 * nb + 4 * (sb / 2) };
-    }
-}
-
-/* An asynchronous copy of n (4, 8 or 16) bytes, global to shared. */
-__device__ static inline void copy_async(void *dst, const void *src, int n)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    if (n == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-    else if (n == 8)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
-#endif
-}
-
-__device__ static inline void copy_commit(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-/* Waits until at most N of this thread's committed copy groups are pending. */
-template <int N>
-__device__ static inline void copy_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-/* Block jb of the raw stage from block j0: its codes into q (32 int8,
- * 16-byte aligned; four codes a word, from 16-byte loads), its scales a[0]
- * (elements 0..15) and a[1] (16..31) and its offset b (the weight is
- * a * code + b). */
-template <int T>
-__device__ static void mmq_decode(const uint8_t *raw, int jb, int64_t j0, int8_t *q, float a[2], float *b)
-{
-    unsigned w[8];
-    *b = 0.0f;
-    if constexpr (T == TYPE_Q8_0) {
-        words16<8>(raw + 32 * jb, w);
-        a[0] = a[1] = half_field(raw + 128 + 2 * jb);
-    } else if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q5_0 || T == TYPE_Q5_1) {
-        constexpr bool five = T == TYPE_Q5_0 || T == TYPE_Q5_1, offset = T == TYPE_Q4_1 || T == TYPE_Q5_1;
-        unsigned qs[4];
-        words16<4>(raw + 16 * jb, qs);
-        nibbles8(qs, w);
-        if (five)
-            high_bits8(*(const unsigned *)(raw + 64 + 4 * jb), w);
-        const uint8_t *dm = raw + (five ? 80 : 64) + (offset ? 4 : 2) * jb;
-        a[0] = a[1] = half_field(dm);
-        /* Q4_1, Q5_1: + m; Q4_0, Q5_0: codes less 8 (16) as quant_dot.c takes
-         * them, through the activation's sum: d (dx sum(q x) - 8 s) */
-        *b = offset ? half_field(dm + 2) : __fmul_rn(five ? -16.0f : -8.0f, a[0]);
-    } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K) {
-        const uint8_t *sp = raw + 4;
-        const int s = (int)(j0 % 8) + jb; /* the sub-block of 32 in the superblock */
-        const int sc = s < 4 ? sp[s] & 63 : (sp[s + 4] & 0xf) | (sp[s - 4] >> 6) << 4;
-        const int mn = s < 4 ? sp[s + 4] & 63 : (sp[s + 4] >> 4) | (sp[s] >> 6) << 4;
-        words16<8>(raw + (T == TYPE_Q4_K ? 16 : 48) + 32 * (jb / 2), w); /* sub-blocks 2p and 2p + 1 share these bytes */
-#pragma unroll
-        for (int t = 0; t < 8; t++)
-            w[t] = (w[t] >> (4 * (jb % 2))) & 0x0f0f0f0fu;
-        if constexpr (T == TYPE_Q5_K) {
-            unsigned hb[8];
-            words16<8>(raw + 16, hb); /* bit s of byte l: code l's fifth bit */
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-                w[t] |= ((hb[t] >> s) & 0x01010101u) << 4;
-        }
-        a[0] = a[1] = __fmul_rn(half_field(raw), (float)sc);
-        *b = -__fmul_rn(half_field(raw + 2), (float)mn);
-    } else { /* Q6_K: block jb's low bits from ql (nibble jb / 2 of 32 bytes), high from qh (bits 2 jb); a scale per 16 */
-        unsigned lo[8];
-        words16<8>(raw + 32 * (jb % 2), lo);
-        words16<8>(raw + 64, w);
-#pragma unroll
-        for (int t = 0; t < 8; t++)
-            w[t] = __vsub4(((lo[t] >> (4 * (jb / 2))) & 0x0f0f0f0fu) | (((w[t] >> (2 * jb)) & 0x03030303u) << 4),
-                           0x20202020u); /* code - 32, each byte */
-        const int8_t *scales = (const int8_t *)(raw + 96);
-        const float d = half_field(raw + 104 + 2 * (int)(j0 / 8 % 2)); /* the word holds the d of superblocks 2i, 2i + 1 */
-        a[0] = __fmul_rn(d, (float)scales[2 * jb]);
-        a[1] = __fmul_rn(d, (float)scales[2 * jb + 1]);
-    }
-    put_codes(q, w);
-}
-
 /* D = A B + C over 16 codes (A 16 x 16 rows, B 16 x 8 columns), and over
  * 32 (A 16 x 32, B 32 x 8): s8 x s8 -> s32. */
 __device__ static inline void mma_s8_k16(int d[4], unsigned a0, unsigned a1, unsigned b0)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a0), "r"(a1), "r"(b0));
 #endif
@@ -191,7 +57,7 @@ __device__ static inline void mma_s8_k16(int d[4], unsigned a0, unsigned a1, uns
 __device__ static inline void mma_s8_k32(int d[4], const unsigned a[4], const unsigned b[2])
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -210,45 +76,14 @@ __device__ static inline float exact_float(int s)
 
 /* A CTA of WR x WC warps computes a tile of 32 WR rows (of each of P
  * matrices) by 32 WC columns; warp (wr, wc) takes rows 32 wr.. and
- * columns 32 wc.. of it, as two 16-row by four 8-column fragments. The
- * raw stages are double-buffered: stage s + 1's copies land while stage s
- * is decoded and multiplied. */
+ * columns 32 wc.. of it, as two 16-row by four 8-column fragments. */
 template <int P, int WR, int WC>
 struct __align__(16) mmq_smem {
-    uint8_t xraw[2][32 * WC][MMQ_RAW];    /* [buffer][column]: a stage's four Q8_1 blocks, as stored */
-    uint8_t wraw[2][P][32 * WR][MMQ_RAW]; /* [buffer][matrix][row]: raw stages */
-    int8_t w[P][32 * WR][MMQ_STRIDE];     /* [matrix][row][code]: the gate and up of a pair */
-    float2 ws[P][MMQ_BLOCKS][32 * WR];    /* a row's block scales: { a, b } (Q6_K: { a of 0..15, a of 16..31 }) */
-    float2 xs[MMQ_BLOCKS][32 * WC];       /* a column's Q8_1 block: { d, s } */
+    struct mmq_raw<P, 32 * WR, 32 * WC> raw;
+    int8_t w[P][32 * WR][MMQ_STRIDE];  /* [matrix][row][code]: the gate and up of a pair */
+    float2 ws[P][MMQ_BLOCKS][32 * WR]; /* a row's block scales: { a, b } (Q6_K: { a of 0..15, a of 16..31 }) */
+    float2 xs[MMQ_BLOCKS][32 * WC];    /* a column's Q8_1 block: { d, s } */
 };
-
-/* Starts the copies of the stage from block j0 into buffer bi, as one group. */
-template <int T, int P, int WR, int WC>
-__device__ static void mmq_fetch(const struct mmq_args &m, const struct mmq_mat &w, struct mmq_smem<P, WR, WC> &sh,
-                                 int bi, int64_t r0, int64_t c0, int64_t j0)
-{
-    constexpr int ROWS = 32 * WR, COLS = 32 * WC, THREADS = 32 * WR * WC;
-    const int lt = (int)threadIdx.x % THREADS; /* the thread in its group (a split launch's) */
-    const int64_t nbk = m.k / 32, nb = T == TYPE_Q4_K || T == TYPE_Q5_K || T == TYPE_Q6_K ? m.k / 256 : nbk;
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        const struct mmq_chunk ch = mmq_chunk_of<T>(c, nb, j0);
-        const int piece = ch.size < 16 ? ch.size : 16, pieces = ch.size / (piece ? piece : 1);
-        for (int t = lt; t < P * ROWS * pieces; t += THREADS) { /* a row's pieces side by side: coalesced */
-            const int p = t / (ROWS * pieces), r = t / pieces % ROWS, i = t % pieces;
-            const int64_t row = r0 + r;
-            if (row < w.n) /* a pair's up: m[1], of the gate's shape */
-                copy_async(&sh.wraw[bi][p][r][ch.dst + piece * i],
-                           (p ? m.m[1].w : w.w) + (size_t)row * w.row_bytes + (size_t)ch.src + (size_t)(piece * i), piece);
-        }
-    }
-    for (int t = lt; t < COLS * 9; t += THREADS) { /* a column's stage: 144 bytes, 16-byte aligned */
-        const int c = t / 9, i = t % 9;
-        if (c0 + c < m.nt)
-            copy_async(&sh.xraw[bi][c][16 * i], m.xq + ((size_t)(c0 + c) * (size_t)nbk + (size_t)j0) * 36 + 16 * i, 16);
-    }
-    copy_commit();
-}
 
 /* The landed stage in buffer bi: the rows' codes and scales decoded, the
  * columns' scales as floats (their codes are read where they lie). Rows
@@ -262,17 +97,16 @@ __device__ static void mmq_unpack(const struct mmq_mat &w, struct mmq_smem<P, WR
     const int lt = (int)threadIdx.x % THREADS;
     for (int t = lt; t < P * ROWS * MMQ_BLOCKS; t += THREADS) { /* rows fastest: conflict-free */
         const int p = t / (ROWS * MMQ_BLOCKS), jb = t / ROWS % MMQ_BLOCKS, r = t % ROWS;
-        int8_t *q = &sh.w[p][r][32 * jb];
+        unsigned q[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
         float a[2] = { 0.0f, 0.0f }, b = 0.0f;
         if (r0 + r < w.n)
-            mmq_decode<T>(sh.wraw[bi][p][r], jb, j0, q, a, &b);
-        else
-            ((uint4 *)q)[0] = ((uint4 *)q)[1] = make_uint4(0, 0, 0, 0);
+            mmq_decode<T>(sh.raw.wraw[bi][p][r], jb, j0, q, a, &b);
+        put_codes(&sh.w[p][r][32 * jb], q);
         sh.ws[p][jb][r] = T == TYPE_Q6_K ? make_float2(a[0], a[1]) : make_float2(a[0], b);
     }
     for (int t = lt; t < COLS * MMQ_BLOCKS; t += THREADS) {
         const int jb = t / COLS, c = t % COLS;
-        const unsigned v = c0 + c < nt ? *(const unsigned *)&sh.xraw[bi][c][36 * jb] : 0u;
+        const unsigned v = c0 + c < nt ? *(const unsigned *)&sh.raw.xraw[bi][c][36 * jb] : 0u;
         sh.xs[jb][c] = make_float2(__half2float(__ushort_as_half((unsigned short)(v & 0xffff))),
                                    __half2float(__ushort_as_half((unsigned short)(v >> 16))));
     }
@@ -295,7 +129,7 @@ __device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, int bi, f
         float4 xds[4];     /* tile's columns 2 t, 2 t + 1: { d, s, d, s } */
 #pragma unroll
         for (int tile = 0; tile < 4; tile++) {
-            const unsigned *xc = (const unsigned *)&sh.xraw[bi][32 * wc + 8 * tile + g][36 * jb + 4];
+            const unsigned *xc = (const unsigned *)&sh.raw.xraw[bi][32 * wc + 8 * tile + g][36 * jb + 4];
             bf[tile][0] = xc[t4], bf[tile][1] = xc[4 + t4]; /* 36-word columns: 32 lanes, 32 banks */
             xds[tile] = *(const float4 *)&sh.xs[jb][32 * wc + 8 * tile + 2 * t4];
         }
@@ -307,25 +141,31 @@ __device__ static void mmq_stage(const struct mmq_smem<P, WR, WC> &sh, int bi, f
                 unsigned af[4];
                 ldmatrix_x4<false>(af, &sh.w[p][rf + 8 * (mat % 2) + lane % 8][32 * jb + 16 * (mat / 2)]);
                 const float2 sc[2] = { sh.ws[p][jb][rf + g], sh.ws[p][jb][rf + g + 8] };
+                int s0[4][4], s1[4][4]; /* [tile]: the block's sums, every tile's products asked for before any is used */
+#pragma unroll
+                for (int tile = 0; tile < 4; tile++) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        s0[tile][i] = s1[tile][i] = 0;
+                    if (T == TYPE_Q6_K) { /* a scale per 16 codes: two sums */
+                        mma_s8_k16(s0[tile], af[0], af[1], bf[tile][0]);
+                        mma_s8_k16(s1[tile], af[2], af[3], bf[tile][1]);
+                    } else {
+                        mma_s8_k32(s0[tile], af, bf[tile]);
+                    }
+                }
 #pragma unroll
                 for (int tile = 0; tile < 4; tile++) {
                     const float xd[2] = { xds[tile].x, xds[tile].z }, xsum[2] = { xds[tile].y, xds[tile].w };
-                    int s0[4] = { 0, 0, 0, 0 }, s1[4] = { 0, 0, 0, 0 };
-                    if (T == TYPE_Q6_K) { /* a scale per 16 codes: two sums */
-                        mma_s8_k16(s0, af[0], af[1], bf[tile][0]);
-                        mma_s8_k16(s1, af[2], af[3], bf[tile][1]);
-                    } else {
-                        mma_s8_k32(s0, af, bf[tile]);
-                    }
 #pragma unroll
                     for (int i = 0; i < 4; i++) { /* rows g (i < 2) and g + 8, columns 2 t + i % 2 */
                         const float2 a = sc[i / 2];
                         float &acc_i = acc[p][rt][tile][i];
                         if (T == TYPE_Q6_K)
-                            acc_i = __fmaf_rn(__fmaf_rn(a.y, exact_float(s1[i]), __fmul_rn(a.x, exact_float(s0[i]))),
+                            acc_i = __fmaf_rn(__fmaf_rn(a.y, exact_float(s1[tile][i]), __fmul_rn(a.x, exact_float(s0[tile][i]))),
                                               xd[i % 2], acc_i);
                         else
-                            acc_i = __fmaf_rn(__fmul_rn(a.x, xd[i % 2]), exact_float(s0[i]), acc_i);
+                            acc_i = __fmaf_rn(__fmul_rn(a.x, xd[i % 2]), exact_float(s0[tile][i]), acc_i);
                         if (offset)
                             acc_i = __fmaf_rn(a.y, xsum[i % 2], acc_i);
                     }
@@ -373,7 +213,7 @@ __global__ void __launch_bounds__(32 * WR * WC * KS, KS > 1 ? 1 : 16 / (WR * WC)
     /* the group's stages: g, g + KS, ...; every group runs the same turns */
     const int64_t stages = m.k / (32 * MMQ_BLOCKS), turns = (stages + KS - 1) / KS;
     if (KS == 1 || g < stages)
-        mmq_fetch<T, P, WR, WC>(m, w, sh, 0, r0, c0, (int64_t)g * MMQ_BLOCKS);
+        mmq_fetch<T, P, 32 * WR, 32 * WC, 32 * WR * WC>(m, w, sh.raw, 0, r0, c0, (int64_t)g * MMQ_BLOCKS);
     else
         copy_commit();
     for (int64_t i = 0; i < turns; i++) {
@@ -381,7 +221,7 @@ __global__ void __launch_bounds__(32 * WR * WC * KS, KS > 1 ? 1 : 16 / (WR * WC)
         const int64_t st = g + i * KS, next = st + KS;
         __syncthreads(); /* the last turn's reads of the other buffer, the codes and the scales are done */
         if (next < stages)
-            mmq_fetch<T, P, WR, WC>(m, w, sh, bi ^ 1, r0, c0, next * MMQ_BLOCKS);
+            mmq_fetch<T, P, 32 * WR, 32 * WC, 32 * WR * WC>(m, w, sh.raw, bi ^ 1, r0, c0, next * MMQ_BLOCKS);
         else
             copy_commit(); /* an empty group: the wait below still means this turn's */
         copy_wait<1>();
@@ -418,22 +258,9 @@ __global__ void __launch_bounds__(32 * WR * WC * KS, KS > 1 ? 1 : 16 / (WR * WC)
 #pragma unroll
         for (int ct = 0; ct < 4; ct++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int64_t row = r0 + 32 * wr + 16 * rt + lane / 4 + 8 * (i / 2);
-                const int64_t col = c0 + 32 * wc + 8 * ct + 2 * (lane % 4) + i % 2;
-                if (row >= w.n || col >= m.nt)
-                    continue;
-                /* the product, plus the bias, plus the residual, or the gate's activation times up: the CPU's order */
-                float v = acc[0][rt][ct][i];
-                if (w.bias)
-                    v = __fadd_rn(v, w.bias[row]);
-                const size_t at = (size_t)col * (size_t)w.n + (size_t)row;
-                if (m.res)
-                    v = __fadd_rn(v, m.res[at]);
-                if (P == 2)
-                    v = __fmul_rn(m.glu == GLU_GELU ? gelu(v) : silu(v), acc[P - 1][rt][ct][i]);
-                w.y[at] = v;
-            }
+            for (int i = 0; i < 4; i++)
+                mmq_write<P>(m, w, r0 + 32 * wr + 16 * rt + lane / 4 + 8 * (i / 2), c0 + 32 * wc + 8 * ct + 2 * (lane % 4) + i % 2,
+                             acc[0][rt][ct][i], acc[P - 1][rt][ct][i]);
 }
 
 /* A launch of one instantiation, its shared memory (more than the default
@@ -450,6 +277,10 @@ static void launch_mmq(dim3 grid, const struct mmq_args &m, cudaStream_t s)
 }
 
 extern "C" int cuda_mmq_splits(int64_t rows, int64_t k) { return rows < 1024 && k / (32 * MMQ_BLOCKS) >= 16 ? 4 : 1; }
+
+/* Q8_0's codes need no decoding, and its int8 kernel measured faster than
+ * the f16 one (BENCHMARKS.md). */
+extern "C" bool cuda_mmq_f16(enum tensor_type t, int64_t rows) { return rows >= 1024 && t != TYPE_Q8_0; }
 
 /* The tile: 64 rows by 128 columns (8 warps) when that gives every SM a
  * CTA, else 64 by 64 (4 warps) for more CTAs; the tile never changes a

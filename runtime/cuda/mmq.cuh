@@ -30,5 +30,7 @@ struct mmq_args {
 /* Whether the tensor cores take weights of type t (a tensor_type). */
 bool cuda_mmq_type(int t);
 void cuda_mmq_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
+/* The same on the f16 tensor cores (mmq_f16.cu). */
+void cuda_mmq_f16_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
 
 #endif

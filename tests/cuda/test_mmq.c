@@ -6,13 +6,15 @@
  * share its launch, nor on the matrices beside it (Q, K and V in one
  * launch, or Q and K in one and a V of another type in its own). Ragged shapes: rows and columns that do not fill a tile.
  * The pair is held to the terms too, through silu(x) x (slope under 1.1): a pair is never split (cuda_mmq_splits), so
- * its sums may run in another order than a single matrix's of the same shape. */
+ * its sums may run in another order than a single matrix's of the same shape. Matrices of many rows run on the f16
+ * kernel (cuda_mmq_f16), whose weights are rounded to f16: held within 2^-10 of the sum of |w x| instead. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/device.h"
 #include "cuda/kernels.h"
+#include "quant/half.h"
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
 #include "runner.h"
@@ -36,6 +38,16 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     float *db = up(bias, (size_t)n * 4), *dr = up(res, yb), *dy = up(NULL, yb), *dpart = up(NULL, yb);
     float *got = malloc(yb), *part = malloc(yb), *terms = malloc((size_t)(k / 32) * sizeof *terms);
     double *dots = malloc((size_t)(n * NT) * sizeof *dots), *dot_scales = malloc((size_t)(n * NT) * sizeof *dot_scales);
+    /* the f16 kernel's weights are rounded to f16 (2^-11 of each), so its bound is of the sum of |w x|, as dequantized */
+    const bool f16 = cuda_mmq_f16(t, n);
+    const double rel = f16 ? 0x1p-10 : 1e-5;
+    float *wd = f16 ? malloc((size_t)(n * k) * sizeof *wd) : NULL, *xd = f16 ? malloc((size_t)(NT * k) * sizeof *xd) : NULL;
+    for (int64_t r = 0; f16 && r < n; r++)
+        dequantize_row(t, wq + (size_t)r * row_bytes, wd + r * k, k);
+    for (int64_t i = 0; f16 && i < NT * k; i++) { /* a Q8_1 block: d, s (f16), then 32 codes */
+        const uint8_t *blk = xq + (size_t)(i / k) * col + (size_t)(i % k / 32) * 36;
+        xd[i] = load_f16(blk) * (float)(int8_t)blk[4 + i % 32];
+    }
     const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
     bool ok = CHECK(cuda_matmul(t, dw, k, n, dx, NT, db, dr, CUDA_EPI_ADD, dy, NULL, &e) == 0 &&
                         cuda_matmul(t, dw, k, n, dx, PART, db, dr, CUDA_EPI_ADD, dpart, NULL, &e) == 0,
@@ -47,12 +59,14 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
             dot_q8_1_terms(t, wq + (size_t)r * row_bytes, xq + (size_t)c * col, k, terms);
             double dot = 0, dot_scale = 0;
             for (int64_t j = 0; j < k / 32; j++)
-                dot += terms[j], dot_scale += fabs(terms[j]);
+                dot += terms[j], dot_scale += f16 ? 0 : fabs(terms[j]);
+            for (int64_t i = 0; f16 && i < k; i++)
+                dot_scale += fabs((double)wd[r * k + i] * xd[c * k + i]);
             dots[c * n + r] = dot, dot_scales[c * n + r] = dot_scale;
             const double ref = dot + bias[r] + res[c * n + r], scale = dot_scale + fabs(bias[r]) + fabs(res[c * n + r]);
             const double err = fabs(got[c * n + r] - ref) / scale;
             *worst = err > *worst ? err : *worst;
-            ok = CHECK(err <= 1e-5, "%s k=%lld column %lld row %lld: gpu %.9g, quant_dot.c's terms %.9g", type_name(t),
+            ok = CHECK(err <= rel, "%s k=%lld column %lld row %lld: gpu %.9g, quant_dot.c's terms %.9g", type_name(t),
                        (long long)k, (long long)c, (long long)r, (double)got[c * n + r], ref);
         }
     }
@@ -65,7 +79,7 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
         down(got, dy, yb);
         for (int64_t i = 0; i < n * NT && ok; i++) {
             const double want = silu_d(dots[i]) * dots[i];
-            ok = CHECK(fabs(got[i] - want) <= 1e-5 * (1.1 * dot_scales[i] + fabs(want)),
+            ok = CHECK(fabs(got[i] - want) <= 1.1 * rel * dot_scales[i] + 1e-5 * fabs(want),
                        "%s pair %lld: gpu %.9g, silu(x) x of quant_dot.c's terms %.9g", type_name(t), (long long)i,
                        (double)got[i], want);
         }
@@ -112,7 +126,7 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
         cuda_free(dm[i]);
     cuda_free(dw), cuda_free(dx), cuda_free(dq8), cuda_free(db), cuda_free(dr), cuda_free(dy), cuda_free(dpart);
     cuda_free(dt);
-    free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(got), free(part), free(terms), free(dots), free(dot_scales);
+    free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(got), free(part), free(terms), free(dots), free(dot_scales), free(wd), free(xd);
     return ok;
 }
 
@@ -142,6 +156,19 @@ void test_mmq_matches_the_reference(void)
             return;
         printf("    %-5s k=4864 (split in %d) worst error %.2e of the sum of |terms| (bound 1e-5)\n", type_name(split_types[i]),
                cuda_mmq_splits(96, 4864), worst);
+    }
+    /* many rows: the f16 kernel (every type but Q8_0), beside int8 K and V in the three-matrix cases */
+    if (!CHECK(cuda_mmq_f16(TYPE_Q4_K, 1024) && !cuda_mmq_f16(TYPE_Q4_K, 1023) && !cuda_mmq_f16(TYPE_Q8_0, 4096),
+               "the f16 rule changed: these cases no longer cover its launches"))
+        return;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const enum tensor_type t = types[i];
+        double worst = 0;
+        if (!cuda_mmq_f16(t, 1024))
+            continue;
+        if (!mmq_case(t, type_info(t)->block_elems == 256 ? 4096 : 896, 1024, &worst))
+            return;
+        printf("    %-5s 1024 rows (f16 kernel) worst error %.2e of the sum of |w x| (bound 2^-10)\n", type_name(t), worst);
     }
     /* rows that are not whole stages (27 blocks): the launch goes to the decode kernel, held to the same checks */
     double worst = 0;
