@@ -11,7 +11,7 @@
 #include "graph_ops.h"
 
 #define NORM_THREADS 256 /* a CTA's slice of a column: eight Q8_1 blocks */
-#define NORM_VALS 32     /* values per thread: rows of up to 8192 */
+#define NORM_VALS 32     /* values a thread at most: rows of up to 8192 */
 #define HEAD_THREADS 128
 
 /* The sum of v over the CTA's threads, in a fixed order: a butterfly in
@@ -31,50 +31,55 @@ __device__ static double block_sum(double v, double *shared)
 }
 
 /* CTA (s, c) writes slice s of column c (elements 256 s .. 256 s + 255:
- * eight Q8_1 blocks, one a warp, all in parallel), and slices s + the
- * grid's width.. (a prompt's launch is one CTA a column: the sums are not
- * formed again for every slice). Every CTA of a column
- * first forms the column's whole sum of squares (16 KiB from L2 at most),
- * in one order whatever CTA computes it: thread t adds the squares of
- * elements t, t + 256, ... in turn (all loaded up front, so the kernel waits
- * on memory once), then block_sum's fixed tree; so every slice gets the
- * same scale, and a column the same bits in any batch. */
+ * eight Q8_1 blocks, one a warp, all in parallel); a prompt's launch is
+ * one CTA a column, writing all its slices (the sums are not formed again
+ * for every slice). Every CTA of a column first forms the column's whole
+ * sum of squares (16 KiB from L2 at most), in one order whatever CTA
+ * computes it: thread t adds the squares of elements t, t + 256, ... in
+ * turn, then block_sum's fixed tree; so every slice gets the same scale,
+ * and a column the same bits in any batch. Every load (the values, and of
+ * the CTA's slices the weights and residuals) is asked for up front, so
+ * the kernel waits on memory once, not once a slice. */
+template <int V> /* values a thread: d <= 256 V */
 __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w,
                                                                 float eps, int64_t d, const float *__restrict__ res,
                                                                 float *__restrict__ y, uint8_t *__restrict__ q8)
 {
     __shared__ double partial[NORM_THREADS / 32];
-    const int64_t own = (int64_t)blockIdx.x * NORM_THREADS + threadIdx.x;
-    const float wv = own < d ? w[own] : 0.0f; /* weights are read-only: before the wait */
-    grid_begin();
-    const float *xc = x + (size_t)blockIdx.y * (size_t)d;
-    float xv[NORM_VALS];
+    const bool all = gridDim.x == 1; /* else the CTA's slice is blockIdx.x */
+    float xv[V], wv[V], rv[V];
 #pragma unroll
-    for (int j = 0; j < NORM_VALS; j++) {
+    for (int j = 0; j < V; j++) { /* weights are read-only: before the wait */
         const int64_t i = threadIdx.x + (int64_t)j * NORM_THREADS;
-        xv[j] = i < d ? xc[i] : 0.0f;
+        wv[j] = i < d && (all || j == (int)blockIdx.x) ? w[i] : 0.0f;
+    }
+    grid_begin();
+    const size_t col = (size_t)blockIdx.y * (size_t)d;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        const int64_t i = threadIdx.x + (int64_t)j * NORM_THREADS;
+        xv[j] = i < d ? x[col + (size_t)i] : 0.0f;
+        rv[j] = res && i < d && (all || j == (int)blockIdx.x) ? res[col + (size_t)i] : 0.0f;
     }
     double ss = 0;
 #pragma unroll
-    for (int j = 0; j < NORM_VALS; j++)
+    for (int j = 0; j < V; j++)
         if (threadIdx.x + (int64_t)j * NORM_THREADS < d)
             ss += (double)xv[j] * xv[j];
     ss = block_sum(ss, partial);
     const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
-    for (int64_t slice = blockIdx.x, at = own; at - threadIdx.x < d; slice += gridDim.x, at += (int64_t)gridDim.x * NORM_THREADS) {
-        if (at >= d) /* for Q8_1, whole warps alike (d is a multiple of 32) */
-            continue;
-        float mine = 0.0f;
 #pragma unroll
-        for (int j = 0; j < NORM_VALS; j++)
-            mine = j == slice ? xv[j] : mine;
-        float v = __fmul_rn(__fmul_rn(mine, scale), at == own ? wv : w[at]);
+    for (int j = 0; j < V; j++) {
+        const int64_t at = threadIdx.x + (int64_t)j * NORM_THREADS;
+        if (!(all || j == (int)blockIdx.x) || at >= d) /* for Q8_1, whole warps alike (d is a multiple of 32) */
+            continue;
+        float v = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
         if (res) /* a block's output norm and its residual add: the elementwise ADD's rounding */
-            v = __fadd_rn(v, res[(size_t)blockIdx.y * (size_t)d + (size_t)at]);
+            v = __fadd_rn(v, rv[j]);
         if (q8)
             q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(at / 32) * 36);
         else
-            y[(size_t)blockIdx.y * (size_t)d + (size_t)at] = v;
+            y[col + (size_t)at] = v;
     }
 }
 
@@ -87,7 +92,15 @@ extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t 
     const dim3 grid(nt > CUDA_PROMPT_MIN_COLUMNS ? 1u : (unsigned)((d + NORM_THREADS - 1) / NORM_THREADS), (unsigned)nt);
     if (cuda_launch_begin("rms_norm_kernel", e))
         return -1;
-    launch(rms_norm_kernel, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
+    const int slices = (int)((d + NORM_THREADS - 1) / NORM_THREADS);
+    if (slices <= 4)
+        launch(rms_norm_kernel<4>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
+    else if (slices <= 8)
+        launch(rms_norm_kernel<8>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
+    else if (slices <= 16)
+        launch(rms_norm_kernel<16>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
+    else
+        launch(rms_norm_kernel<NORM_VALS>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
     return cuda_launch_end("rms_norm_kernel", e);
 }
 

@@ -95,6 +95,16 @@ static bool rms_norm_case(int64_t d, int64_t nt)
              CHECK(memcmp(q, want_q, (size_t)(d / 32) * 36 * nt) == 0,
                    "the Q8_1 output is not the CPU's quantization of the f32 output");
     }
+    /* a column's bits in any batch: the first two columns alone (a CTA a slice) against the launch of nt (a prompt's
+     * past CUDA_PROMPT_MIN_COLUMNS: a CTA a column) */
+    float *two = malloc((size_t)(d * 2) * 4);
+    ok = ok && CHECK(cuda_rms_norm(dx, dw, 1e-6f, d, 2, dres, dy, NULL, NULL, &e) == 0, "%s", e.msg);
+    if (ok) {
+        down(two, dy, (size_t)(d * 2) * 4);
+        ok = CHECK(memcmp(two, sum, (size_t)(d * 2) * 4) == 0, "rms_norm (%lld wide): two columns alone differ from a launch of %lld",
+                   (long long)d, (long long)nt);
+    }
+    free(two);
     cuda_free(dx), cuda_free(dw), cuda_free(dy), cuda_free(dq), cuda_free(dres), cuda_free(dsum);
     free(x), free(w), free(y), free(q), free(want_q), free(res), free(sum);
     return ok;
@@ -105,6 +115,9 @@ void test_kernels_norms(void)
     struct error e;
     /* Qwen2.5-0.5B's width (a CTA's slice only partly used), Qwen3-8B's, and the widest the kernel takes */
     if (!rms_norm_case(896, 5) || !rms_norm_case(4096, 3) || !rms_norm_case(8192, 2))
+        return;
+    /* and prompts (a CTA a column) of each width class */
+    if (!rms_norm_case(896, 20) || !rms_norm_case(2048, 17) || !rms_norm_case(4096, 18) || !rms_norm_case(8192, 17))
         return;
     /* head norm + RoPE, both styles, against double-precision formulas */
     const int64_t hd = 128, h = 4, hn = 3;
