@@ -130,7 +130,7 @@ if want bench || want big; then
         line=$(bench_model "$1-$2" "$f" "$bw")
         IFS='|' read -r label tg pp gb floor frac pp2048 tops <<<"$line"
         row "$label tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s ($gb GB/token): $frac"
-        row "$label pp2048 (t/s); pp512 matmul TOP/s" "$pp2048; $tops of 1979 (int8 dense peak)"
+        row "$label pp2048 (t/s); pp512 matmul TOP/s" "$pp2048; $tops (dense peaks: int8 1979, f16 989)"
     done
     if want bench; then # the per-model binary: its kernels fixed at compile time, the same tokens
         f=$(synth qwen2.5-0.5b q4_k_m)
