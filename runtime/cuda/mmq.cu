@@ -28,8 +28,9 @@
 bool cuda_mmq_type(int t)
 {
     switch (t) {
-    case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q5_1: case TYPE_Q8_0:
-    case TYPE_Q4_K: case TYPE_Q5_K: case TYPE_Q6_K:
+#define MMQ_IS(T) case T:
+        MMQ_TYPES(MMQ_IS)
+#undef MMQ_IS
         return true;
     default:
         return false;
@@ -192,14 +193,9 @@ __global__ void __launch_bounds__(32 * WR * WC * KS, KS > 1 ? 1 : 16 / (WR * WC)
     const int g = KS > 1 ? (int)threadIdx.x / GROUP : 0; /* the thread's group */
     struct mmq_smem<P, WR, WC> &sh = ((struct mmq_smem<P, WR, WC> *)smem)[g];
     grid_begin();
-    /* the CTA's matrix: row tiles run through m[0], then m[1], m[2] (selected,
-     * not indexed: an indexed parameter struct is copied to local memory) */
-    int64_t tile = blockIdx.x;
-    const int64_t t0 = (m.m[0].n + 32 * WR - 1) / (32 * WR), t1 = m.n_mat > 1 ? (m.m[1].n + 32 * WR - 1) / (32 * WR) : 0;
-    const int mi = P == 2 || tile < t0 ? 0 : tile < t0 + t1 ? 1 : 2;
-    tile -= mi == 0 ? 0 : mi == 1 ? t0 : t0 + t1;
-    const struct mmq_mat w = mi == 0 ? m.m[0] : mi == 1 ? m.m[1] : m.m[2];
-    const int64_t r0 = tile * 32 * WR, c0 = (int64_t)blockIdx.y * 32 * WC;
+    int64_t r0;
+    const struct mmq_mat w = mmq_tile_matrix<P>(m, 32 * WR, &r0);
+    const int64_t c0 = (int64_t)blockIdx.y * 32 * WC;
     float acc[P][2][4][4];
 #pragma unroll
     for (int p = 0; p < P; p++)
@@ -302,23 +298,9 @@ static void launch_tiles(const struct mmq_args &m, cudaStream_t s)
         launch_mmq<T, P, 2, 2, 1>(dim3((unsigned)rows, (unsigned)((m.nt + 63) / 64)), m, s);
 }
 
-template <int P>
-static void launch_type(int t, const struct mmq_args &m, cudaStream_t s)
-{
-    switch (t) {
-#define MMQ_CASE(T) \
-    case T: launch_tiles<T, P>(m, s); break;
-    MMQ_CASE(TYPE_Q4_0) MMQ_CASE(TYPE_Q4_1) MMQ_CASE(TYPE_Q5_0) MMQ_CASE(TYPE_Q5_1) MMQ_CASE(TYPE_Q8_0)
-    MMQ_CASE(TYPE_Q4_K) MMQ_CASE(TYPE_Q5_K) MMQ_CASE(TYPE_Q6_K)
-#undef MMQ_CASE
-    default: break;
-    }
-}
+struct int8_tiles {
+    template <int T, int P>
+    static void run(const struct mmq_args &m, cudaStream_t s) { launch_tiles<T, P>(m, s); }
+};
 
-void cuda_mmq_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s)
-{
-    if (pair)
-        launch_type<2>(t, m, s);
-    else
-        launch_type<1>(t, m, s);
-}
+void cuda_mmq_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s) { mmq_dispatch<int8_tiles>(t, m, pair, s); }

@@ -145,23 +145,10 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmh_kernel(const
     extern __shared__ __align__(16) uint8_t smem[];
     struct mmh_smem<P, WR, WC> &sh = *(struct mmh_smem<P, WR, WC> *)smem;
     grid_begin();
-    /* the CTA's matrix, as mmq_kernel picks it */
-    int64_t tile = blockIdx.x;
-    const int64_t t0 = (m.m[0].n + ROWS - 1) / ROWS, t1 = m.n_mat > 1 ? (m.m[1].n + ROWS - 1) / ROWS : 0;
-    const int mi = P == 2 || tile < t0 ? 0 : tile < t0 + t1 ? 1 : 2;
-    tile -= mi == 0 ? 0 : mi == 1 ? t0 : t0 + t1;
-    const struct mmq_mat w = mi == 0 ? m.m[0] : mi == 1 ? m.m[1] : m.m[2];
-    const int64_t r0 = tile * ROWS, c0 = (int64_t)blockIdx.y * COLS;
-    float acc[P][MF][4][4];
-#pragma unroll
-    for (int p = 0; p < P; p++)
-#pragma unroll
-        for (int mf = 0; mf < MF; mf++)
-#pragma unroll
-            for (int ct = 0; ct < 4; ct++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    acc[p][mf][ct][i] = 0.0f;
+    int64_t r0;
+    const struct mmq_mat w = mmq_tile_matrix<P>(m, ROWS, &r0);
+    const int64_t c0 = (int64_t)blockIdx.y * COLS;
+    float acc[P][MF][4][4] = {};
     const int64_t stages = m.k / (32 * MMQ_BLOCKS);
     mmq_fetch<T, P, ROWS, COLS, 32 * WR * WC>(m, w, sh.raw, 0, r0, c0, 0);
     for (int64_t st = 0; st < stages; st++) {
@@ -206,23 +193,13 @@ static void launch_mmh(const struct mmq_args &m, cudaStream_t s)
     launch(mmh_kernel<T, P, WR, WC>, grid, 32 * WR * WC, bytes, s, m);
 }
 
-template <int P>
-static void launch_type(int t, const struct mmq_args &m, cudaStream_t s)
-{
-    switch (t) {
-#define MMH_CASE(T) \
-    case T: launch_mmh<T, P, 2, 4>(m, s); break;
-    MMH_CASE(TYPE_Q4_0) MMH_CASE(TYPE_Q4_1) MMH_CASE(TYPE_Q5_0) MMH_CASE(TYPE_Q5_1) MMH_CASE(TYPE_Q8_0)
-    MMH_CASE(TYPE_Q4_K) MMH_CASE(TYPE_Q5_K) MMH_CASE(TYPE_Q6_K)
-#undef MMH_CASE
-    default: break;
+struct f16_tiles { /* Q8_0 stays on the int8 kernel (cuda_mmq_f16), so it is not built here */
+    template <int T, int P>
+    static void run(const struct mmq_args &m, cudaStream_t s)
+    {
+        if constexpr (T != TYPE_Q8_0)
+            launch_mmh<T, P, 2, 4>(m, s);
     }
-}
+};
 
-void cuda_mmq_f16_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s)
-{
-    if (pair)
-        launch_type<2>(t, m, s);
-    else
-        launch_type<1>(t, m, s);
-}
+void cuda_mmq_f16_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s) { mmq_dispatch<f16_tiles>(t, m, pair, s); }

@@ -12,6 +12,23 @@
 
 #define MMQ_BLOCKS 4 /* 32-element blocks a stage */
 
+/* The weight types both kernels read: X(T) for each. */
+#define MMQ_TYPES(X) X(TYPE_Q4_0) X(TYPE_Q4_1) X(TYPE_Q5_0) X(TYPE_Q5_1) X(TYPE_Q8_0) X(TYPE_Q4_K) X(TYPE_Q5_K) X(TYPE_Q6_K)
+
+/* L::run<T, P>(m, s) for the runtime type t (one of MMQ_TYPES) and P = 2
+ * for a pair, else 1. */
+template <class L>
+static void mmq_dispatch(int t, const struct mmq_args &m, bool pair, cudaStream_t s)
+{
+    switch (t) {
+#define MMQ_CASE(T) \
+    case T: pair ? L::template run<T, 2>(m, s) : L::template run<T, 1>(m, s); break;
+        MMQ_TYPES(MMQ_CASE)
+#undef MMQ_CASE
+    default: break;
+    }
+}
+
 /* ---- a stage's raw bytes: copied by cp.async, decoded from shared memory ----
  * A stage is blocks j0..j0 + 3 of a row (j0 a multiple of 4: rows are
  * whole stages, k % 128 == 0). Its bytes, field by field, are copied from
@@ -175,6 +192,20 @@ __device__ static void mmq_fetch(const struct mmq_args &m, const struct mmq_mat 
             copy_async(&sh.xraw[bi][c][16 * i], m.xq + ((size_t)(c0 + c) * (size_t)nbk + (size_t)j0) * 36 + 16 * i, 16);
     }
     copy_commit();
+}
+
+/* The CTA's matrix, and its first row in *r0: tiles of rows rows run
+ * through m[0], then m[1], m[2] (selected, not indexed: an indexed
+ * parameter struct is copied to local memory); a pair's are the gate's. */
+template <int P>
+__device__ static inline struct mmq_mat mmq_tile_matrix(const struct mmq_args &m, int64_t rows, int64_t *r0)
+{
+    int64_t tile = blockIdx.x;
+    const int64_t t0 = (m.m[0].n + rows - 1) / rows, t1 = m.n_mat > 1 ? (m.m[1].n + rows - 1) / rows : 0;
+    const int mi = P == 2 || tile < t0 ? 0 : tile < t0 + t1 ? 1 : 2;
+    tile -= mi == 0 ? 0 : mi == 1 ? t0 : t0 + t1;
+    *r0 = tile * rows;
+    return mi == 0 ? m.m[0] : mi == 1 ? m.m[1] : m.m[2];
 }
 
 /* The finished value v of row (of w) and column col: plus the bias, plus
