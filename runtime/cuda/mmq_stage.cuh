@@ -1,8 +1,9 @@
 /* mmq_stage.cuh: what the prompt's tensor-core matmuls (mmq.cu on int8,
- * mmq_f16.cu on f16) share: a stage of four 32-element blocks of each row
- * (k % 128 == 0), copied raw from the stored weights and Q8_1 columns into
- * shared memory by cp.async, and each row's blocks decoded from there into
- * codes with their scales; and the write of a finished value (bias,
+ * mmq_f16.cu on f16) share: the weight types they read and the dispatch on
+ * them; a stage of four 32-element blocks of each row (k % 128 == 0),
+ * copied raw from the stored weights and Q8_1 columns into shared memory
+ * by cp.async, and each row's blocks decoded from there into codes with
+ * their scales; the CTA's matrix; and the write of a finished value (bias,
  * residual, a pair's gate). */
 #ifndef MINFER_CUDA_MMQ_STAGE_CUH
 #define MINFER_CUDA_MMQ_STAGE_CUH
