@@ -260,8 +260,10 @@ edge(("build %s/minfer-tests: link %s %s %s %s/libminfer.a\n  extra_libs = $crit
 for _, f in ipairs({ "test_real_model", "test_real_gemma" }) do
   edge(("build %s/obj/tests/%s.o: cc %s/tests/%s.c\n  extra_cflags = $criterion_cflags -I$src/tests/support"):format(B, f, S, f))
 end
-edge(("build %s/minfer-model-tests: link %s/obj/tests/test_real_model.o %s/obj/tests/test_real_gemma.o %s/obj/tests/support.o %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
-  B, B, B, B, generic, B))
+-- the reference records' reader and the teacher-forced comparison: this suite's, and the GPU runner's
+edge(("build %s/obj/tests/llama_fixture.o: cc %s/tests/support/llama_fixture.c"):format(B, S))
+edge(("build %s/minfer-model-tests: link %s/obj/tests/test_real_model.o %s/obj/tests/test_real_gemma.o %s/obj/tests/support.o %s/obj/tests/llama_fixture.o %s %s/libminfer.a\n  extra_libs = $criterion_libs"):format(
+  B, B, B, B, B, generic, B))
 edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/minfer-compile %s/minfer-qwen2.5-0.5b"):format(
   B, B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/minfer-model-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
@@ -285,10 +287,13 @@ end
 
 if nvcc then
   local cuda_test_objs = {}
-  for _, f in ipairs({ "cuda_tests", "device_data", "test_kernels", "test_matmul", "test_mmq", "test_backend" }) do
-    edge(("build %s/obj/tests/cuda/%s.o: cc %s/tests/cuda/%s.c"):format(B, f, S, f))
+  for _, f in ipairs({ "cuda_tests", "device_data", "test_kernels", "test_matmul", "test_mmq", "test_backend", "test_real_models" }) do
+    edge(("build %s/obj/tests/cuda/%s.o: cc %s/tests/cuda/%s.c\n  extra_cflags = -I$src/tests/support"):format(B, f, S, f))
     table.insert(cuda_test_objs, B .. "/obj/tests/cuda/" .. f .. ".o")
   end
+  -- the real models against llama.cpp's records, where a model file is carried along
+  table.insert(cuda_test_objs, B .. "/obj/tests/llama_fixture.o")
+  table.insert(cuda_test_objs, B .. "/obj/tests/support.o")
   -- and the per-model build's decode matmuls, to check them against the generic kernel
   table.insert(cuda_test_objs, "obj/generated/qwen2_5_0_5b/kernels.o")
   edge(("build %s/minfer-cuda-tests: link %s %s %s/libminfer.a"):format(B, table.concat(cuda_test_objs, " "), generic, B))

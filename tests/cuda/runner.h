@@ -21,6 +21,9 @@ extern struct rng test_rng;
 bool check_at(bool ok, const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
+/* Reports the running test skipped, saying why (it then returns), unless
+ * an expectation failed. */
+void test_skip(const char *why);
 
 static inline float normal(void) { return rng_normal(&test_rng); }
 
@@ -51,5 +54,7 @@ void test_backend_two_engines_run_concurrently(void);
 void test_backend_engines_share_weights(void);
 void test_backend_refuses_what_it_cannot_run(void);
 void test_backend_transformers_fixtures(void);
+void test_real_qwen_agrees_with_llama_cpp(void);
+void test_real_gemma_agrees_with_llama_cpp(void);
 
 #endif
