@@ -5,9 +5,7 @@
 #define MINFER_CUDA_ATTENTION_PREFILL_CUH
 
 #include "cuda/common.cuh"
-
-/* Whether heads of d values go to the tensor-core kernel. */
-bool cuda_attention_prefill_fits(int64_t d);
+#include "cuda/kernels.h" /* cuda_attention_prefill_fits */
 
 /* Queries q [nt][h][d] (f32, positions pos[nt]) against the cached keys and
  * values of their KV heads (kv_cache.h's type kt, [h_kv][n_ctx] rows of

@@ -157,6 +157,10 @@ int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const flo
 int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos, int64_t d,
                    int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, int64_t window, float *scratch,
                    float *y, void *q8, void *stream, struct error *e);
+/* Whether a launch of more than CUDA_PROMPT_MIN_COLUMNS queries with heads
+ * of d values goes to the tensor-core prompt kernel (attention_prefill.cu);
+ * other heads take the split-K kernel above, a query at a time. */
+bool cuda_attention_prefill_fits(int64_t d);
 /* The chunk length for a cache of n_ctx positions, and the scratch it needs. */
 int64_t cuda_attention_chunk(int64_t n_ctx);
 size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_t chunk);

@@ -278,7 +278,8 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     if (ok)
         printf("    attention %s d=%lld, %lld/%lld heads, %lld queries%s, window %lld: worst error %.2e (bound %g)\n",
                kv_type_name(kt), (long long)d, (long long)h, (long long)h_kv, (long long)nq,
-               nq > CUDA_PROMPT_MIN_COLUMNS ? " (prompt kernel, f16 tensor cores)" : "", (long long)window, worst, bound);
+               nq > CUDA_PROMPT_MIN_COLUMNS && cuda_attention_prefill_fits(d) ? " (prompt kernel, f16 tensor cores)" : "",
+               (long long)window, worst, bound);
     ok = ok && CHECK(worst <= bound, "attention error %g", worst);
     cuda_free(dk), cuda_free(dv), cuda_free(dkin), cuda_free(dvin), cuda_free(dq), cuda_free(dy), cuda_free(dfpos);
     cuda_free(dqpos), cuda_free(scratch);
