@@ -23,8 +23,8 @@
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
-# ab:       AB=<another build's minfer, carried> against build/minfer, in
-#           turns (three rounds, pp512 and tg128), on the 0.5B (and the
+# ab:       AB="<other builds' minfer, carried> ..." against build/minfer,
+#           in turns (three rounds, pp512 and tg128), on the 0.5B (and the
 #           8B Q4_K_M and Q8_0 with big): each machine is a fresh one, so
 #           only figures of one call compare;
 # profile:  one decode step under ncu (tools/ncu-step.py): each kernel
@@ -163,30 +163,37 @@ if want bench || want big; then
     fi
 fi
 
-if want ab; then # another build against this one, in turns
-    if [ ! -x "${AB:-}" ]; then
-        row "A/B" "AB (the other build's minfer, carried) is not an executable"
-    else
-        models=("qwen2.5-0.5b q4_k_m")
-        want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
-        for m in "${models[@]}"; do
-            set -- $m
-            f=$(synth "$1" "$2") || { row "$1 $2 A/B" "synth failed"; continue; }
-            for round in 1 2 3; do
-                "$AB" bench -m "$f" -p 512 -n 128 -r 4 --device cuda --json >"$tmp/ab-a-$round.json" 2>/dev/null
-                build/minfer bench -m "$f" -p 512 -n 128 -r 4 --device cuda --json >"$tmp/ab-b-$round.json" 2>/dev/null
+if want ab; then # other builds against this one, in turns
+    others=()
+    for b in ${AB:-}; do [ -x "$b" ] && others+=("$b") || row "A/B" "$b (in AB) is not an executable"; done
+    [ ${#others[@]} -gt 0 ] || row "A/B" "AB names no other build's minfer (carried)"
+    models=("qwen2.5-0.5b q4_k_m")
+    want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    for m in "${models[@]}"; do
+        [ ${#others[@]} -gt 0 ] || break
+        set -- $m
+        f=$(synth "$1" "$2") || { row "$1 $2 A/B" "synth failed"; continue; }
+        rm -f "$tmp"/ab-*.json
+        for round in 1 2 3; do
+            for i in "${!others[@]}" this; do
+                bin=build/minfer
+                [ "$i" = this ] || bin=${others[$i]}
+                "$bin" bench -m "$f" -p 512 -n 128 -r 4 --device cuda --json >"$tmp/ab-$i-$round.json" 2>/dev/null
             done
-            row "$1-$2 A/B: AB -> build/minfer" "$(python3 - "$tmp" <<'PY'
+        done
+        for i in "${!others[@]}"; do
+            row "$1-$2: ${others[$i]} -> build/minfer" "$(python3 - "$tmp" "$i" <<'PY'
 import glob, json, sys
 def mean(side, test):
     v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*.json")) for r in json.load(open(f))
          if r["test"].startswith(test)]
     return sum(v) / len(v)
-print("; ".join(f"{t} {mean('a', t):.1f} -> {mean('b', t):.1f} (x{mean('b', t) / mean('a', t):.3f})" for t in ("pp", "tg")))
+a = sys.argv[2]
+print("; ".join(f"{t} {mean(a, t):.1f} -> {mean('this', t):.1f} (x{mean('this', t) / mean(a, t):.3f})" for t in ("pp", "tg")))
 PY
 )"
         done
-    fi
+    done
 fi
 
 if want long; then # decode after a long context: the attention's share grows with it
