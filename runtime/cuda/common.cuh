@@ -86,16 +86,13 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
     (void)cudaLaunchKernelEx(&cfg, k, ((P)args)...);
 }
 
-/* SiLU and GELU (tanh approximation) as the CPU writes them (cpu.h), each
- * step rounded once, no contraction into FMAs. */
 /* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums. */
 __device__ static inline void mma_f16(float d[4], const unsigned a[4], unsigned b0, unsigned b1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
 
@@ -105,6 +102,8 @@ __device__ static inline unsigned half2_bits(float lo, float hi)
     return *(const unsigned *)&h;
 }
 
+/* SiLU and GELU (tanh approximation) as the CPU writes them (cpu.h), each
+ * step rounded once, no contraction into FMAs. */
 __device__ static inline float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
 __device__ static inline float gelu(float v)
 {
@@ -195,24 +194,47 @@ __device__ static inline float decode_at(const uint8_t *row, int64_t nb, int64_t
     }
 }
 
-/* Quantizes the 32 values of one warp (one per lane) into the Q8_1 block at
- * out, as the CPU's quant_q8_1 does: d = amax/127, q = roundf(v / d),
- * s = d * sum(q), each rounded once. */
-__device__ static inline void q8_1_block(float v, uint8_t *out)
+/* Quantizes a block's 32 values into the Q8_1 block at out, as the CPU's
+ * quant_q8_1 does: d = amax/127, q = roundf(v / d), s = d * sum(q), each
+ * rounded once (the max and the integer sum are exact in any order). The
+ * values lie N a lane (in order) across 32 / N aligned lanes of a warp. */
+template <int N>
+__device__ static inline void q8_1_block_of(const float (&v)[N], uint8_t *out)
 {
-    const int lane = threadIdx.x % 32;
-    float amax = fabsf(v);
-    for (int off = 16; off > 0; off >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    constexpr int LANES = 32 / N;
+    const int lane = threadIdx.x % 32, sub = lane % LANES;
+    const unsigned group = LANES == 32 ? 0xffffffffu : ((1u << LANES) - 1) << (lane - sub);
+    float amax = fabsf(v[0]);
+#pragma unroll
+    for (int i = 1; i < N; i++)
+        amax = fmaxf(amax, fabsf(v[i]));
+    for (int off = LANES / 2; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(group, amax, off));
     const float d = __fdiv_rn(amax, 127.0f);
     const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-    const int q = (int)roundf(__fmul_rn(v, id));
-    int sum = q;
-    for (int off = 16; off > 0; off >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    out[4 + lane] = (uint8_t)(int8_t)q;
-    if (lane == 0) /* blocks are 36 bytes, so every block starts 4-byte aligned */
+    int sum = 0;
+    unsigned codes = 0; /* the lane's codes, the first in the low byte */
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const int q = (int)roundf(__fmul_rn(v[i], id));
+        sum += q;
+        codes |= (unsigned)(q & 0xff) << (8 * i);
+    }
+    for (int off = LANES / 2; off > 0; off >>= 1)
+        sum += __shfl_xor_sync(group, sum, off);
+    if constexpr (N == 1)
+        out[4 + lane] = (uint8_t)codes;
+    else
+        ((unsigned *)(out + 4))[sub] = codes; /* blocks are 36 bytes: their codes are 4-byte aligned */
+    if (sub == 0) /* and every block starts 4-byte aligned */
         *reinterpret_cast<__half2 *>(out) = __floats2half2_rn(d, __fmul_rn(d, (float)sum));
+}
+
+/* The same, a value a lane. */
+__device__ static inline void q8_1_block(float v, uint8_t *out)
+{
+    const float one[1] = { v };
+    q8_1_block_of<1>(one, out);
 }
 
 /* One KV cache row (kv_cache.h's element types) from d values at src, by

@@ -1,8 +1,6 @@
 /* quantize_q8_1.cu: f32 -> Q8_1, eight lanes a 32-element block, each
- * four elements (one 16-byte load, one 4-byte store of codes): the CPU
- * reference's arithmetic step for step, as common.cuh's q8_1_block (max
- * and integer sum are exact in any order), with a quarter of its threads
- * and shuffles. */
+ * four elements (one 16-byte load, one 4-byte store of codes: common.cuh's
+ * q8_1_block_of<4>, the CPU reference's arithmetic step for step). */
 #include "cuda/quantize_q8_1.h"
 
 #include "cuda/common.cuh"
@@ -14,26 +12,11 @@ __global__ void quantize_q8_1_kernel(const float *__restrict__ x, uint8_t *__res
 {
     grid_begin();
     const int64_t block = (int64_t)blockIdx.x * BLOCKS_PER_CTA + threadIdx.x / 8;
-    const int sub = (int)threadIdx.x % 8;
-    if (block >= n_blocks) /* whole groups of eight lanes alike: the shuffles below stay within a group */
+    if (block >= n_blocks) /* whole groups of eight lanes alike: the block's shuffles stay within its group */
         return;
-    const float4 v = *(const float4 *)(x + block * 32 + 4 * sub);
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    const unsigned group = 0xffu << (threadIdx.x % 32 / 8 * 8);
-    for (int off = 4; off > 0; off >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(group, amax, off));
-    const float d = __fdiv_rn(amax, 127.0f);
-    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-    const int q0 = (int)roundf(__fmul_rn(v.x, id)), q1 = (int)roundf(__fmul_rn(v.y, id));
-    const int q2 = (int)roundf(__fmul_rn(v.z, id)), q3 = (int)roundf(__fmul_rn(v.w, id));
-    int sum = q0 + q1 + q2 + q3;
-    for (int off = 4; off > 0; off >>= 1)
-        sum += __shfl_xor_sync(group, sum, off);
-    uint8_t *out = y + block * 36; /* 36-byte blocks: every block and its codes 4-byte aligned */
-    ((unsigned *)(out + 4))[sub] = (unsigned)(q0 & 0xff) | (unsigned)(q1 & 0xff) << 8 | (unsigned)(q2 & 0xff) << 16 |
-                                   (unsigned)(q3 & 0xff) << 24;
-    if (sub == 0)
-        *reinterpret_cast<__half2 *>(out) = __floats2half2_rn(d, __fmul_rn(d, (float)sum));
+    const float4 v4 = *(const float4 *)(x + block * 32 + 4 * (threadIdx.x % 8));
+    const float v[4] = { v4.x, v4.y, v4.z, v4.w };
+    q8_1_block_of<4>(v, y + block * 36);
 }
 
 extern "C" int cuda_quantize_q8_1(const float *x, void *y, int64_t n, void *stream, struct error *e)
