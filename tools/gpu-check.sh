@@ -68,7 +68,11 @@ tmp=/tmp/gpu-check-scratch
 mkdir -p "$out" "$tmp" /tmp/gpu-models
 rows=()
 row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
-for b in build/minfer build/minfer-cuda-tests build/minfer-gpu-bench build/minfer-qwen2.5-0.5b; do
+needed=(build/minfer) # only what the stages run, so an A/B call has room for other builds in its carry
+want tests && needed+=(build/minfer-cuda-tests)
+{ want bench || want big || want profile; } && needed+=(build/minfer-gpu-bench)
+want bench && needed+=(build/minfer-qwen2.5-0.5b)
+for b in "${needed[@]}"; do
     [ -x "$b" ] || { echo "gpu-check: $b is missing (tools/gpu-check.sh --build-only here, then carry it)"; exit 1; }
 done
 row "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
