@@ -30,6 +30,21 @@ __device__ static double block_sum(double v, double *shared)
     return total;
 }
 
+/* One output value at row at of column blockIdx.y: x times the scale and
+ * the weight, plus the residual (the elementwise ADD's rounding), as f32
+ * or into its Q8_1 block (whole warps alike: d is a multiple of 32). */
+__device__ static inline void rms_emit(float x, float scale, float w, const float *res, float r, int64_t at, int64_t d,
+                                       float *y, uint8_t *q8)
+{
+    float v = __fmul_rn(__fmul_rn(x, scale), w);
+    if (res)
+        v = __fadd_rn(v, r);
+    if (q8)
+        q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(at / 32) * 36);
+    else
+        y[(size_t)blockIdx.y * (size_t)d + (size_t)at] = v;
+}
+
 /* CTA (s, c) writes slice s of column c (elements 256 s .. 256 s + 255:
  * eight Q8_1 blocks, one a warp, all in parallel); a prompt's launch is
  * one CTA a column, writing all its slices (the sums are not formed again
@@ -39,28 +54,32 @@ __device__ static double block_sum(double v, double *shared)
  * turn, then block_sum's fixed tree; so every slice gets the same scale,
  * and a column the same bits in any batch. Every load (the values, and of
  * the CTA's slices the weights and residuals) is asked for up front, so
- * the kernel waits on memory once, not once a slice. */
+ * the kernel waits on memory once, not once a slice; a step's CTA picks
+ * its one value by selects, not by V predicated copies of the output. */
 template <int V> /* values a thread: d <= 256 V */
 __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w,
                                                                 float eps, int64_t d, const float *__restrict__ res,
                                                                 float *__restrict__ y, uint8_t *__restrict__ q8)
 {
     __shared__ double partial[NORM_THREADS / 32];
-    const bool all = gridDim.x == 1; /* else the CTA's slice is blockIdx.x */
+    const bool step = gridDim.x > 1; /* a step's launch: the CTA writes slice blockIdx.x alone */
+    const int64_t own = (int64_t)blockIdx.x * NORM_THREADS + threadIdx.x;
     float xv[V], wv[V], rv[V];
 #pragma unroll
     for (int j = 0; j < V; j++) { /* weights are read-only: before the wait */
         const int64_t i = threadIdx.x + (int64_t)j * NORM_THREADS;
-        wv[j] = i < d && (all || j == (int)blockIdx.x) ? w[i] : 0.0f;
+        wv[j] = !step && i < d ? w[i] : 0.0f;
     }
+    const float w_own = step && own < d ? w[own] : 0.0f;
     grid_begin();
     const size_t col = (size_t)blockIdx.y * (size_t)d;
 #pragma unroll
     for (int j = 0; j < V; j++) {
         const int64_t i = threadIdx.x + (int64_t)j * NORM_THREADS;
         xv[j] = i < d ? x[col + (size_t)i] : 0.0f;
-        rv[j] = res && i < d && (all || j == (int)blockIdx.x) ? res[col + (size_t)i] : 0.0f;
+        rv[j] = !step && res && i < d ? res[col + (size_t)i] : 0.0f;
     }
+    const float r_own = step && res && own < d ? res[col + (size_t)own] : 0.0f;
     double ss = 0;
 #pragma unroll
     for (int j = 0; j < V; j++)
@@ -68,18 +87,20 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
             ss += (double)xv[j] * xv[j];
     ss = block_sum(ss, partial);
     const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
+    if (step) {
+        float x_own = 0.0f;
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            x_own = j == (int)blockIdx.x ? xv[j] : x_own;
+        if (own < d)
+            rms_emit(x_own, scale, w_own, res, r_own, own, d, y, q8);
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < V; j++) {
         const int64_t at = threadIdx.x + (int64_t)j * NORM_THREADS;
-        if (!(all || j == (int)blockIdx.x) || at >= d) /* for Q8_1, whole warps alike (d is a multiple of 32) */
-            continue;
-        float v = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
-        if (res) /* a block's output norm and its residual add: the elementwise ADD's rounding */
-            v = __fadd_rn(v, rv[j]);
-        if (q8)
-            q8_1_block(v, q8 + (size_t)blockIdx.y * (size_t)(d / 32) * 36 + (size_t)(at / 32) * 36);
-        else
-            y[col + (size_t)at] = v;
+        if (at < d)
+            rms_emit(xv[j], scale, wv[j], res, rv[j], at, d, y, q8);
     }
 }
 
