@@ -11,30 +11,48 @@
  * the decode kernel's order (f16 products), which is why only launches of
  * more than CUDA_PROMPT_MIN_COLUMNS queries come here, and tests/cuda states
  * its tolerance against the CPU. The cache must hold the batch's own keys
- * already (the heads launch stores them first). */
+ * already (the heads launch stores them first).
+ *
+ * Heads of 256 (Gemma 3) would need 128 output sums and 64 query fragment
+ * registers a thread beside the scores: their queries wait in shared
+ * memory as f16 (read by ldmatrix a 16-element step at a time) and their
+ * tiles are 32 keys. */
 #include <math.h>
 
 #include "cuda/attention_prefill.cuh"
 
 #define FA_QUERIES 64 /* a CTA's queries: 16 a warp */
-#define FA_KEYS 64    /* keys a tile */
 #define FA_THREADS 128
 
-bool cuda_attention_prefill_fits(int64_t d) { return d == 64 || d == 128; }
+bool cuda_attention_prefill_fits(int64_t d) { return d == 64 || d == 128 || d == 256; }
 
-/* A tile's keys and values, [key][element], each row padded by 16 bytes so
- * that ldmatrix's eight rows fall in distinct banks. */
+template <int D>
+struct fa_shape {
+    static constexpr int keys = D == 256 ? 32 : 64; /* keys a tile */
+    static constexpr bool q_shared = D == 256;      /* the queries' fragments from shared memory, not registers */
+};
+
+/* A tile's keys and values, [key][element], (heads of 256) the CTA's
+ * queries, each row padded by 16 bytes so that ldmatrix's eight rows fall
+ * in distinct banks; at the end the CTA's outputs in f32 [query][element]
+ * for their Q8_1 blocks. */
 template <int D>
 struct __align__(16) fa_smem {
-    __half k[FA_KEYS][D + 8], v[FA_KEYS][D + 8];
+    static constexpr int KEYS = fa_shape<D>::keys, QROWS = fa_shape<D>::q_shared ? FA_QUERIES : 0;
+    __half k[KEYS][D + 8], v[KEYS][D + 8], q[QROWS > 0 ? QROWS : 1][D + 8];
 };
+template <int D>
+static constexpr size_t fa_smem_bytes()
+{
+    return sizeof(fa_smem<D>) > (size_t)FA_QUERIES * D * 4 ? sizeof(fa_smem<D>) : (size_t)FA_QUERIES * D * 4;
+}
 
 /* Elements 8 ch..8 ch + 7 of a cached row as eight f16 values. */
 template <int KT>
 __device__ static inline uint4 kv_chunk8(const uint8_t *row, int ch)
 {
     if constexpr (KT == KV_F16) {
-        return *(const uint4 *)(row + 16 * ch); /* rows of 64 or 128 f16 values: 16-byte aligned */
+        return *(const uint4 *)(row + 16 * ch); /* rows of 64, 128 or 256 f16 values: 16-byte aligned */
     } else if constexpr (KT == KV_F32) {
         const float4 a = ((const float4 *)row)[2 * ch], b = ((const float4 *)row)[2 * ch + 1];
         const __half2 h[4] = { __floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
@@ -53,15 +71,16 @@ __device__ static inline uint4 kv_chunk8(const uint8_t *row, int ch)
     }
 }
 
-/* Keys (and values) j0..j0 + 63 into shared memory; those outside
+/* Keys (and values) j0.. of a tile into shared memory; those outside
  * [jlo, jhi] as zeros, never read: past the batch the cache may hold
  * anything, and P's zeros times a NaN would still be a NaN. */
 template <int KT, int D>
 __device__ static void fa_load(const uint8_t *kh, const uint8_t *vh, size_t row_bytes, int64_t j0, int64_t jlo,
                                int64_t jhi, struct fa_smem<D> &sh)
 {
-    for (int t = threadIdx.x; t < 2 * FA_KEYS * (D / 8); t += FA_THREADS) {
-        const int which = t / (FA_KEYS * (D / 8)), r = t / (D / 8) % FA_KEYS, ch = t % (D / 8);
+    constexpr int KEYS = fa_shape<D>::keys;
+    for (int t = threadIdx.x; t < 2 * KEYS * (D / 8); t += FA_THREADS) {
+        const int which = t / (KEYS * (D / 8)), r = t / (D / 8) % KEYS, ch = t % (D / 8);
         const int64_t j = j0 + r;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (j >= jlo && j <= jhi)
@@ -78,7 +97,10 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
     const int32_t *__restrict__ pos, int64_t h, int64_t group, int64_t nt, int64_t window, size_t row_bytes,
     int64_t n_ctx, float *__restrict__ y, uint8_t *__restrict__ q8)
 {
-    __shared__ struct fa_smem<D> sh;
+    constexpr int KEYS = fa_shape<D>::keys;
+    constexpr bool QS = fa_shape<D>::q_shared;
+    extern __shared__ uint4 fa_dynamic[]; /* fa_smem_bytes<D>() */
+    struct fa_smem<D> &sh = *(struct fa_smem<D> *)fa_dynamic;
     __shared__ int64_t first[FA_QUERIES], last[FA_QUERIES]; /* each query's visible positions */
     grid_begin();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4, mat = lane / 8;
@@ -97,7 +119,7 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
     const int64_t p_row[2] = { last[16 * warp + g], last[16 * warp + g + 8] };
     const int64_t lo_row[2] = { first[16 * warp + g], first[16 * warp + g + 8] };
 
-    unsigned qf[D / 16][4]; /* the warp's queries as A fragments, f16 */
+    unsigned qf[QS ? 1 : D / 16][4]; /* the warp's queries as A fragments, f16 (in sh.q when QS) */
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++)
 #pragma unroll
@@ -107,7 +129,10 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
             float2 v = make_float2(0.0f, 0.0f);
             if (c < nt)
                 v = *(const float2 *)(q + ((size_t)c * (size_t)h + (size_t)head) * D + col);
-            qf[kk][i] = half2_bits(v.x, v.y);
+            if constexpr (QS)
+                *(unsigned *)&sh.q[16 * warp + g + 8 * (i % 2)][col] = half2_bits(v.x, v.y);
+            else
+                qf[kk][i] = half2_bits(v.x, v.y);
         }
     const float scale = __fdiv_rn(1.0f, sqrtf((float)D));
     const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
@@ -117,27 +142,34 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
 #pragma unroll
         for (int i = 0; i < 4; i++)
             o[dt][i] = 0.0f;
-    for (int64_t j0 = jlo <= jhi ? jlo / FA_KEYS * FA_KEYS : jhi + 1; j0 <= jhi; j0 += FA_KEYS) {
-        __syncthreads(); /* the last tile's reads are done */
+    for (int64_t j0 = jlo <= jhi ? jlo / KEYS * KEYS : jhi + 1; j0 <= jhi; j0 += KEYS) {
+        __syncthreads(); /* the last tile's reads are done (and, the first time, sh.q's writes) */
         fa_load<KT, D>(kh, vh, row_bytes, j0, jlo, jhi, sh);
         __syncthreads();
-        float s[FA_KEYS / 8][4]; /* scores: key tile of 8, fragment element */
+        float s[KEYS / 8][4]; /* scores: key tile of 8, fragment element */
 #pragma unroll
-        for (int kt = 0; kt < FA_KEYS / 8; kt++) {
+        for (int kt = 0; kt < KEYS / 8; kt++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 s[kt][i] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk += 2) { /* one ldmatrix: two 16-element steps' B fragments */
-                unsigned b[4];
+        for (int kk = 0; kk < D / 16; kk += 2) { /* a score's 16-element steps in order, whatever QS */
+            unsigned qa[2][4];
+            if constexpr (QS)
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+                    ldmatrix_x4<false>(qa[i], &sh.q[16 * warp + lane % 8 + 8 * (lane / 8 % 2)][16 * (kk + i) + 8 * (lane / 16)]);
+#pragma unroll
+            for (int kt = 0; kt < KEYS / 8; kt++) {
+                unsigned b[4]; /* one ldmatrix: two 16-element steps' B fragments */
                 ldmatrix_x4<false>(b, &sh.k[8 * kt + lane % 8][16 * kk + 8 * mat]);
-                mma_f16(s[kt], qf[kk], b[0], b[1]);
-                mma_f16(s[kt], qf[kk + 1], b[2], b[3]);
+                mma_f16(s[kt], QS ? qa[0] : qf[QS ? 0 : kk], b[0], b[1]);
+                mma_f16(s[kt], QS ? qa[1] : qf[QS ? 0 : kk + 1], b[2], b[3]);
             }
         }
         float mx[2] = { -INFINITY, -INFINITY };
 #pragma unroll
-        for (int kt = 0; kt < FA_KEYS / 8; kt++)
+        for (int kt = 0; kt < KEYS / 8; kt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int r = i / 2;
@@ -161,9 +193,9 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 o[dt][i] = __fmul_rn(o[dt][i], corr[i / 2]);
-        unsigned pa[FA_KEYS / 16][4]; /* P as A fragments: score tiles 2 kk and 2 kk + 1 */
+        unsigned pa[KEYS / 16][4]; /* P as A fragments: score tiles 2 kk and 2 kk + 1 */
 #pragma unroll
-        for (int kt = 0; kt < FA_KEYS / 8; kt++) {
+        for (int kt = 0; kt < KEYS / 8; kt++) {
             float e[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -176,7 +208,7 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
 #pragma unroll
         for (int dt = 0; dt < D / 8; dt += 2)
 #pragma unroll
-            for (int kk = 0; kk < FA_KEYS / 16; kk++) { /* one ldmatrix: B fragments of d tiles dt and dt + 1 */
+            for (int kk = 0; kk < KEYS / 16; kk++) { /* one ldmatrix: B fragments of d tiles dt and dt + 1 */
                 unsigned b[4];
                 ldmatrix_x4<true>(b, &sh.v[16 * kk + 8 * (mat % 2) + lane % 8][8 * dt + 8 * (mat / 2)]);
                 mma_f16(o[dt], pa[kk], b[0], b[1]);
@@ -189,7 +221,7 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
         l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
     }
     __syncthreads(); /* the tiles are done with: the outputs go through shared memory for the Q8_1 blocks */
-    float *out = (float *)&sh; /* [FA_QUERIES][D] */
+    float *out = (float *)fa_dynamic; /* [FA_QUERIES][D] */
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt++)
 #pragma unroll
@@ -212,15 +244,27 @@ __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kernel(
     }
 }
 
+template <int KT, int D>
+static void launch_d(dim3 grid, cudaStream_t s, const uint8_t *kl, const uint8_t *vl, const float *q, const int32_t *pos,
+                     int64_t h, int64_t group, int64_t nt, int64_t window, size_t rb, int64_t n_ctx, float *y, uint8_t *q8)
+{
+    constexpr size_t bytes = fa_smem_bytes<D>();
+    static const bool opted = (cuda_smem_opt_in((const void *)attention_prefill_kernel<KT, D>, bytes), true);
+    (void)opted;
+    launch(attention_prefill_kernel<KT, D>, grid, FA_THREADS, bytes, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
+}
+
 template <int KT>
 static void launch_kt(dim3 grid, cudaStream_t s, int64_t d, const uint8_t *kl, const uint8_t *vl, const float *q,
                       const int32_t *pos, int64_t h, int64_t group, int64_t nt, int64_t window, size_t rb, int64_t n_ctx,
                       float *y, uint8_t *q8)
 {
     if (d == 64)
-        launch(attention_prefill_kernel<KT, 64>, grid, FA_THREADS, 0, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
+        launch_d<KT, 64>(grid, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
+    else if (d == 128)
+        launch_d<KT, 128>(grid, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
     else
-        launch(attention_prefill_kernel<KT, 128>, grid, FA_THREADS, 0, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
+        launch_d<KT, 256>(grid, s, kl, vl, q, pos, h, group, nt, window, rb, n_ctx, y, q8);
 }
 
 void cuda_attention_prefill(enum kv_type kt, const uint8_t *kl, const uint8_t *vl, const float *q, const int32_t *pos,

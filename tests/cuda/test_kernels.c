@@ -412,7 +412,8 @@ void test_kernels_attention(void)
         attention_case(KV_F16, 256, 4, 1, 4096, 30, 4, qpos, 1e-5) && attention_case(KV_F32, 256, 4, 1, 4096, 100, 4, qpos, 1e-5) &&
         attention_case(KV_F32, 64, 8, 2, 300, 0, 70, ppos, fa) && attention_case(KV_F16, 128, 8, 2, 300, 0, 70, ppos, fa) &&
         attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 70, ppos, fa) && attention_case(KV_F16, 64, 14, 2, 1024, 100, 70, ppos, fa) &&
-        attention_case(KV_F16, 256, 4, 1, 4096, 30, 70, ppos, 1e-5))
+        attention_case(KV_F16, 256, 4, 1, 4096, 30, 70, ppos, fa) && attention_case(KV_Q8_0, 256, 8, 2, 300, 0, 70, ppos, fa) &&
+        attention_case(KV_F32, 256, 4, 1, 4096, 100, 70, ppos, fa))
         for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++) {
             if (!grouped_heads((enum kv_type)kt, 64) || !grouped_heads((enum kv_type)kt, 128) || !grouped_heads((enum kv_type)kt, 256))
                 return;
