@@ -12,7 +12,8 @@
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay),
-#           and memcheck on a Gemma 3 270M-shaped one past its window;
+#           and memcheck on a Gemma 3 270M-shaped one past its window and on
+#           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table and the small kernels' table
 #           (us per launch in a replayed graph), then minfer bench (pp512, tg128)
 #           on Qwen2.5-0.5B- and Gemma 3 270M-shaped Q4_K_M models made here by minfer synth,
@@ -107,6 +108,13 @@ if want sanitize; then
     { echo "== memcheck gemma (rc=$rc)"; tail -20 "$tmp/sanitize-gemma.txt"; } >>"$out/sanitize.txt"
     row "compute-sanitizer memcheck (Gemma 3 270M shape)" \
         "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-gemma.txt" | tail -1 | sed 's/========= //') rc=$rc"
+    f16=$(synth qwen2.5-0.5b f16) # F16 weights: the prompt's matmuls on the bf16 tensor cores (mmf.cu)
+    compute-sanitizer --tool memcheck --error-exitcode 3 build/minfer run -m "$f16" -f "$tmp/long-prompt.txt" \
+        -n 4 --temp 0 --device cuda -c 1024 -b 256 >"$tmp/sanitize-f16.txt" 2>&1
+    rc=$?
+    { echo "== memcheck f16 (rc=$rc)"; tail -20 "$tmp/sanitize-f16.txt"; } >>"$out/sanitize.txt"
+    row "compute-sanitizer memcheck (0.5B shape, F16)" \
+        "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-f16.txt" | tail -1 | sed 's/========= //') rc=$rc"
 fi
 
 bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp512|GB per token|floor|fraction|pp2048|TOP/s

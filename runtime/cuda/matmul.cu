@@ -22,26 +22,40 @@
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
-/* A prompt's launch on the tensor cores (mmq.cu on int8, mmq_f16.cu on
- * f16: cuda_mmq_f16): neighbouring matrices of one type, kernel and split
- * in one launch (Q, K and V; Q and K when V's type differs; gate and up as
- * a pair), and the pair's Q8_1 product quantized from its f32 one (the
- * CPU's quantizer, as the decode path's). 1 when a type is not
- * theirs or rows are not whole stages (k % 128), else 0 or -1 (e says why). */
+/* Which tensor-core kernel a prompt's matrix of type t, n rows of k,
+ * takes: none unless its rows are whole stages (mmf.cu: 32 values; the
+ * quantized kernels: four 32-element blocks). */
+enum prompt_kernel { PROMPT_NONE, PROMPT_INT8, PROMPT_F16, PROMPT_BF16 };
+static enum prompt_kernel prompt_kernel(int t, int64_t n, int64_t k)
+{
+    if (cuda_mmf_type(t))
+        return k % 32 ? PROMPT_NONE : PROMPT_BF16;
+    if (!cuda_mmq_type(t) || k % 128)
+        return PROMPT_NONE;
+    return cuda_mmq_f16((enum tensor_type)t, n) ? PROMPT_F16 : PROMPT_INT8;
+}
+
+/* A prompt's launch on the tensor cores (mmq.cu on int8; mmq_f16.cu on
+ * f16: cuda_mmq_f16; mmf.cu for F16 and BF16 weights): neighbouring
+ * matrices of one type, kernel and split in one launch (Q, K and V; Q and
+ * K when V's type differs; gate and up as a pair), and the pair's Q8_1
+ * product quantized from its f32 one (the CPU's quantizer, as the decode
+ * path's). 1 when a matrix is not theirs (prompt_kernel), else 0 or -1
+ * (e says why). */
 static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStream_t s, struct error *e)
 {
     const bool pair = a.epi == CUDA_EPI_PAIR;
-    if (a.k % 128 || (uintptr_t)a.xq % 16) /* whole stages of four blocks, copied 16 bytes at a time */
+    if ((uintptr_t)a.xq % 16 || (uintptr_t)a.xf % 16) /* copied 16 bytes at a time */
         return 1;
     for (int i = 0; i < n_mat; i++)
-        if (!cuda_mmq_type(a.m[i].type) || (pair && a.m[i].type != a.m[0].type))
+        if (prompt_kernel(a.m[i].type, a.m[i].n, a.k) == PROMPT_NONE || (pair && a.m[i].type != a.m[0].type))
             return 1;
     for (int i = 0, run; i < n_mat; i += run) {
         struct mmq_args m;
         memset(&m, 0, sizeof m);
         const enum tensor_type t = (enum tensor_type)a.m[i].type;
-        const bool f16 = cuda_mmq_f16(t, a.m[i].n);
-        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == t && cuda_mmq_f16(t, a.m[i + run].n) == f16 &&
+        const enum prompt_kernel kernel = prompt_kernel(t, a.m[i].n, a.k);
+        for (run = 1; !pair && i + run < n_mat && a.m[i + run].type == t && prompt_kernel(t, a.m[i + run].n, a.k) == kernel &&
                       cuda_mmq_splits(a.m[i + run].n, a.k) == cuda_mmq_splits(a.m[i].n, a.k);)
             run++;
         run = pair ? n_mat : run;
@@ -50,8 +64,10 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
             const struct mm_mat &w = a.m[i + j];
             m.m[j] = (struct mmq_mat){ w.w, w.row_bytes, w.n, w.bias, w.y };
         }
-        m.k = a.k, m.nt = a.nt, m.xq = a.xq, m.res = a.epi == CUDA_EPI_ADD ? a.res : NULL, m.glu = a.glu;
-        if (f16)
+        m.k = a.k, m.nt = a.nt, m.xq = a.xq, m.xf = a.xf, m.res = a.epi == CUDA_EPI_ADD ? a.res : NULL, m.glu = a.glu;
+        if (kernel == PROMPT_BF16)
+            cuda_mmf_launch(t, m, pair, s);
+        else if (kernel == PROMPT_F16)
             cuda_mmq_f16_launch(t, m, pair, s);
         else
             cuda_mmq_launch(t, m, pair, s);
@@ -123,7 +139,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     a.n_mat = epi == CUDA_EPI_PAIR ? 1 : n_mat;
     if (cuda_launch_begin("matmul_kernel", e))
         return -1;
-    if (nt > CUDA_PROMPT_MIN_COLUMNS && xq) {
+    if (nt > CUDA_PROMPT_MIN_COLUMNS) {
         const int rc = mmq_matmul(a, n_mat, q8_out, s, e);
         if (rc <= 0)
             return rc;

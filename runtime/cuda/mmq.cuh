@@ -1,5 +1,6 @@
-/* mmq.cuh: the prompt matmuls on int8 tensor cores (mmq.cu), as matmul.cu
- * calls them for launches of more than CUDA_PROMPT_MIN_COLUMNS columns. */
+/* mmq.cuh: the prompt matmuls on tensor cores (mmq.cu, mmq_f16.cu, mmf.cu),
+ * as matmul.cu calls them for launches of more than CUDA_PROMPT_MIN_COLUMNS
+ * columns. */
 #ifndef MINFER_CUDA_MMQ_CUH
 #define MINFER_CUDA_MMQ_CUH
 
@@ -23,6 +24,7 @@ struct mmq_args {
     int n_mat;
     int64_t k, nt;
     const uint8_t *xq;
+    const float *xf; /* F16 and BF16 weights (mmf.cu): f32 columns, k apart */
     const float *res;
     int glu; /* enum glu_gate, for a pair */
 };
@@ -32,5 +34,9 @@ bool cuda_mmq_type(int t);
 void cuda_mmq_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
 /* The same on the f16 tensor cores (mmq_f16.cu). */
 void cuda_mmq_f16_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
+/* F16 and BF16 weights (cuda_mmf_type) against f32 columns xf, on the bf16
+ * tensor cores (mmf.cu). */
+bool cuda_mmf_type(int t);
+void cuda_mmf_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
 
 #endif

@@ -157,6 +157,7 @@ static const struct {
     { "matmul_matches_the_reference", test_matmul_matches_the_reference },
     { "per_model_matmul_gives_the_generic_bits", test_matmul_per_model_gives_the_generic_bits },
     { "prompt_matmul_on_tensor_cores", test_mmq_matches_the_reference },
+    { "prompt_matmul_of_f16_and_bf16_weights", test_mmq_float_weights },
     { "embed_is_the_cpu_decoder", test_kernels_embed },
     { "norms_and_rope_match_the_cpu", test_kernels_norms },
     { "kv_store_and_attention_match_the_cpu", test_kernels_attention },

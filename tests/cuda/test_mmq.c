@@ -7,7 +7,8 @@
  * launch, or Q and K in one and a V of another type in its own). Ragged shapes: rows and columns that do not fill a tile.
  * The pair is held to the terms too, through silu(x) x (slope under 1.1): a pair is never split (cuda_mmq_splits), so
  * its sums may run in another order than a single matrix's of the same shape. Matrices of many rows run on the f16
- * kernel (cuda_mmq_f16), whose weights are rounded to f16: held within 2^-10 of the sum of |w x| instead. */
+ * kernel (cuda_mmq_f16), whose weights are rounded to f16: held within 2^-10 of the sum of |w x| instead. F16 and BF16
+ * weights (mmf.cu) against double: test_mmq_float_weights. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,90 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     cuda_free(dt);
     free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(got), free(part), free(terms), free(dots), free(dot_scales), free(wd), free(xd);
     return ok;
+}
+
+/* F16 and BF16 weights (mmf.cu: the bf16 tensor cores over f32 columns
+ * split in two bf16 pieces): y = W x + bias + res against double, within
+ * 2^-14 of the sum of the magnitudes (each product within 2^-15, the
+ * tensor cores' f32 sums beside); activations past f16's range among them.
+ * A column's bits alone as in the batch; the pair through silu(x) x; Q, K
+ * and V in one launch the bits of their own. */
+static bool mmf_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
+{
+    struct error e;
+    const size_t row_bytes = type_bytes(t, (uint64_t)k), xb = (size_t)(k * NT) * 4, yb = (size_t)(n * NT) * 4;
+    float *wf = randoms(k * n, 0.02f), *x = randoms(k * NT, 1), *bias = randoms(n, 0.1f), *res = randoms(n * NT, 1);
+    x[3] = 1e5f, x[k + 5] = -7e4f; /* f16 would overflow */
+    uint8_t *wq = malloc(row_bytes * (size_t)n);
+    quantize_row(t, wf, wq, k * n);
+    dequantize_row(t, wq, wf, k * n); /* the weights as stored */
+    void *dw = up_rows(t, k, n, wq);
+    float *dx = up(x, xb), *db = up(bias, (size_t)n * 4), *dr = up(res, yb), *dy = up(NULL, yb), *dpart = up(NULL, yb);
+    float *got = malloc(yb), *part = malloc(yb);
+    double *dots = malloc((size_t)(n * NT) * sizeof *dots), *scales = malloc((size_t)(n * NT) * sizeof *scales);
+    const double rel = 0x1p-14;
+    bool ok = CHECK(cuda_matmul(t, dw, k, n, dx, NT, db, dr, CUDA_EPI_ADD, dy, NULL, &e) == 0 &&
+                        cuda_matmul(t, dw, k, n, dx, PART, db, dr, CUDA_EPI_ADD, dpart, NULL, &e) == 0,
+                    "%s", e.msg);
+    if (ok)
+        down(got, dy, yb), down(part, dpart, (size_t)(n * PART) * 4);
+    for (int64_t c = 0; ok && c < NT; c++)
+        for (int64_t r = 0; r < n && ok; r++) {
+            double dot = 0, scale = 0;
+            for (int64_t i = 0; i < k; i++)
+                dot += (double)wf[r * k + i] * x[c * k + i], scale += fabs((double)wf[r * k + i] * x[c * k + i]);
+            dots[c * n + r] = dot, scales[c * n + r] = scale;
+            const double ref = dot + bias[r] + res[c * n + r];
+            const double err = fabs(got[c * n + r] - ref) / (scale + fabs(bias[r]) + fabs(res[c * n + r]));
+            *worst = err > *worst ? err : *worst;
+            ok = CHECK(err <= rel, "%s k=%lld column %lld row %lld: gpu %.9g, double %.9g", type_name(t), (long long)k,
+                       (long long)c, (long long)r, (double)got[c * n + r], ref);
+        }
+    ok = ok && CHECK(memcmp(part, got, (size_t)(n * PART) * 4) == 0, "%s: the first %d columns differ in a launch of %d",
+                     type_name(t), PART, PART);
+    const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
+    ok = ok && CHECK(cuda_matmul_multi(pair, 2, k, NULL, dx, NT, NULL, CUDA_EPI_PAIR, NULL, NULL, NULL, NULL, &e) == 0,
+                     "%s", e.msg);
+    if (ok) {
+        down(got, dy, yb);
+        for (int64_t i = 0; i < n * NT && ok; i++) {
+            const double want = silu_d(dots[i]) * dots[i];
+            ok = CHECK(fabs(got[i] - want) <= 2.2 * rel * scales[i] * (1 + fabs(dots[i])) + 1e-5 * fabs(want), /* slope of silu(x) x: under 2.2 (1 + |x|) */
+                       "%s pair %lld: gpu %.9g, silu(x) x in double %.9g", type_name(t), (long long)i, (double)got[i], want);
+        }
+    }
+    const int64_t rows[3] = { n, 32, 64 };
+    float *dm[3] = { up(NULL, yb), up(NULL, yb), up(NULL, yb) };
+    const struct cuda_matrix qkv[3] = { { t, dw, rows[0], db, dm[0] }, { t, dw, rows[1], NULL, dm[1] }, { t, dw, rows[2], NULL, dm[2] } };
+    ok = ok && CHECK(cuda_matmul_multi(qkv, 3, k, NULL, dx, NT, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = CHECK(cuda_matmul(t, dw, k, rows[i], dx, NT, i ? NULL : db, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0, "%s", e.msg);
+        if (ok) {
+            down(got, dm[i], (size_t)(rows[i] * NT) * 4), down(part, dpart, (size_t)(rows[i] * NT) * 4);
+            ok = CHECK(memcmp(got, part, (size_t)(rows[i] * NT) * 4) == 0,
+                       "%s: matrix %d of three in one launch differs from its own launch", type_name(t), i);
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        cuda_free(dm[i]);
+    cuda_free(dw), cuda_free(dx), cuda_free(db), cuda_free(dr), cuda_free(dy), cuda_free(dpart);
+    free(wf), free(x), free(bias), free(res), free(wq), free(got), free(part), free(dots), free(scales);
+    return ok;
+}
+
+void test_mmq_float_weights(void)
+{
+    static const enum tensor_type types[] = { TYPE_F16, TYPE_BF16 };
+    for (size_t i = 0; i < 2; i++)
+        for (int shape = 0; shape < 3; shape++) { /* Qwen2.5-0.5B's width; SmolLM2-135M's (stages of 32, not 128);
+                                                    * 1024 by 200 rows (a partial tile) */
+            static const int64_t ks[3] = { 896, 576, 1024 }, ns[3] = { 96, 64, 200 };
+            double worst = 0;
+            if (!mmf_case(types[i], ks[shape], ns[shape], &worst))
+                return;
+            printf("    %-5s k=%lld, %lld rows: worst error %.2e of the sum of |w x| (bound 2^-14)\n", type_name(types[i]),
+                   (long long)ks[shape], (long long)ns[shape], worst);
+        }
 }
 
 void test_mmq_matches_the_reference(void)
