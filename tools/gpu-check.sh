@@ -16,7 +16,8 @@
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table and the small kernels' table
 #           (us per launch in a replayed graph), then minfer bench (pp512, tg128)
-#           on Qwen2.5-0.5B- and Gemma 3 270M-shaped Q4_K_M models made here by minfer synth,
+#           on Qwen2.5-0.5B- and Gemma 3 270M-shaped Q4_K_M models and an F16
+#           Qwen2.5-0.5B-shaped one made here by minfer synth,
 #           and pp2048 with the matmuls' int8 operations a second at pp512,
 #           with the generic binary and the per-model one (minfer-qwen2.5-0.5b,
 #           its decode matmuls compiled for the model's row lengths), whose
@@ -152,7 +153,7 @@ fi
 
 if want bench || want big; then
     models=()
-    want bench && models+=("qwen2.5-0.5b q4_k_m" "gemma3-270m q4_k_m")
+    want bench && models+=("qwen2.5-0.5b q4_k_m" "gemma3-270m q4_k_m" "qwen2.5-0.5b f16")
     want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
     for m in "${models[@]}"; do
         set -- $m
