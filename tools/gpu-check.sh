@@ -101,21 +101,17 @@ if want sanitize; then
         row "compute-sanitizer $tool (decode, 0.5B shape)" \
             "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/sanitize-$tool.txt" | tail -1 | sed 's/========= //') rc=$rc"
     done
-    gemma=$(synth gemma3-270m q4_k_m) # a prompt longer than the 512-token window, then decode
     cat README.md docs/*.md | head -c 700 >"$tmp/long-prompt.txt" # a synthetic vocabulary: a token a byte
-    compute-sanitizer --tool memcheck --error-exitcode 3 build/minfer run -m "$gemma" -f "$tmp/long-prompt.txt" \
-        -n 4 --temp 0 --device cuda -c 1024 -b 256 >"$tmp/sanitize-gemma.txt" 2>&1
-    rc=$?
-    { echo "== memcheck gemma (rc=$rc)"; tail -20 "$tmp/sanitize-gemma.txt"; } >>"$out/sanitize.txt"
-    row "compute-sanitizer memcheck (Gemma 3 270M shape)" \
-        "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-gemma.txt" | tail -1 | sed 's/========= //') rc=$rc"
-    f16=$(synth qwen2.5-0.5b f16) # F16 weights: the prompt's matmuls on the bf16 tensor cores (mmf.cu)
-    compute-sanitizer --tool memcheck --error-exitcode 3 build/minfer run -m "$f16" -f "$tmp/long-prompt.txt" \
-        -n 4 --temp 0 --device cuda -c 1024 -b 256 >"$tmp/sanitize-f16.txt" 2>&1
-    rc=$?
-    { echo "== memcheck f16 (rc=$rc)"; tail -20 "$tmp/sanitize-f16.txt"; } >>"$out/sanitize.txt"
-    row "compute-sanitizer memcheck (0.5B shape, F16)" \
-        "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-f16.txt" | tail -1 | sed 's/========= //') rc=$rc"
+    memcheck_prompt() { # label, model: memcheck over a 700-token prompt in chunks of 256, then decode
+        compute-sanitizer --tool memcheck --error-exitcode 3 build/minfer run -m "$2" -f "$tmp/long-prompt.txt" \
+            -n 4 --temp 0 --device cuda -c 1024 -b 256 >"$tmp/sanitize-prompt.txt" 2>&1
+        local rc=$?
+        { echo "== memcheck $1 (rc=$rc)"; tail -20 "$tmp/sanitize-prompt.txt"; } >>"$out/sanitize.txt"
+        row "compute-sanitizer memcheck ($1)" \
+            "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-prompt.txt" | tail -1 | sed 's/========= //') rc=$rc"
+    }
+    memcheck_prompt "Gemma 3 270M shape" "$(synth gemma3-270m q4_k_m)" # past its 512-token window
+    memcheck_prompt "0.5B shape, F16" "$(synth qwen2.5-0.5b f16)"       # the prompt's matmuls on the bf16 tensor cores (mmf.cu)
 fi
 
 bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp512|GB per token|floor|fraction|pp2048|TOP/s

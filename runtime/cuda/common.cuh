@@ -86,13 +86,21 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
     (void)cudaLaunchKernelEx(&cfg, k, ((P)args)...);
 }
 
-/* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums. */
+/* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums;
+ * with BF16, A and B bf16. */
+template <bool BF16 = false>
 __device__ static inline void mma_f16(float d[4], const unsigned a[4], unsigned b0, unsigned b1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#define MMA_16816(AB) \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." AB "." AB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+    if constexpr (BF16)
+        MMA_16816("bf16");
+    else
+        MMA_16816("f16");
+#undef MMA_16816
 #endif
 }
 

@@ -25,16 +25,6 @@
 
 bool cuda_mmf_type(int t) { return t == TYPE_F16 || t == TYPE_BF16; }
 
-/* D = A B + C: A 16 x 16 bf16 (rows), B 16 x 8 bf16 (columns), f32 sums. */
-__device__ static inline void mma_bf16(float d[4], const unsigned a[4], unsigned b0, unsigned b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
 /* v as bf16 hi + lo, each rounded to nearest. */
 __device__ static inline void bf16_split(float v, uint16_t &hi, uint16_t &lo)
 {
@@ -140,10 +130,10 @@ __device__ static void mmf_stage(const struct mmf_smem<T, P> &sh, int bi, float 
             for (int kk = 0; kk < 2; kk++)
 #pragma unroll
                 for (int tile = 0; tile < 4; tile++) {
-                    mma_bf16(acc[p][mf][tile], af[0][kk], bx[0][tile][2 * kk], bx[0][tile][2 * kk + 1]);
-                    mma_bf16(acc[p][mf][tile], af[0][kk], bx[1][tile][2 * kk], bx[1][tile][2 * kk + 1]);
+                    mma_f16<true>(acc[p][mf][tile], af[0][kk], bx[0][tile][2 * kk], bx[0][tile][2 * kk + 1]);
+                    mma_f16<true>(acc[p][mf][tile], af[0][kk], bx[1][tile][2 * kk], bx[1][tile][2 * kk + 1]);
                     if constexpr (WP == 2)
-                        mma_bf16(acc[p][mf][tile], af[WP - 1][kk], bx[0][tile][2 * kk], bx[0][tile][2 * kk + 1]);
+                        mma_f16<true>(acc[p][mf][tile], af[WP - 1][kk], bx[0][tile][2 * kk], bx[0][tile][2 * kk + 1]);
                 }
         }
     }
@@ -174,15 +164,8 @@ __global__ void __launch_bounds__(MMF_THREADS, 2) mmf_kernel(const struct mmq_ar
         __syncthreads();
         mmf_stage<T, P>(sh, bi, acc);
     }
-    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, wr = warp % MMF_WR, wc = warp / MMF_WR;
-#pragma unroll
-    for (int mf = 0; mf < MF; mf++)
-#pragma unroll
-        for (int ct = 0; ct < 4; ct++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                mmq_write<P>(m, w, r0 + 16 * MF * wr + 16 * mf + lane / 4 + 8 * (i / 2),
-                             c0 + 32 * wc + 8 * ct + 2 * (lane % 4) + i % 2, acc[0][mf][ct][i], acc[P - 1][mf][ct][i]);
+    const int warp = (int)threadIdx.x / 32;
+    mmq_write_warp_tile<P>(m, w, r0 + 16 * MF * (warp % MMF_WR), c0 + 32 * (warp / MMF_WR), acc);
 }
 
 template <int T, int P>

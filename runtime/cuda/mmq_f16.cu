@@ -164,15 +164,8 @@ __global__ void __launch_bounds__(32 * WR * WC, 16 / (WR * WC)) mmh_kernel(const
         __syncthreads();
         mmh_stage<P, WR, WC>(sh, bi, acc);
     }
-    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, wr = warp % WR, wc = warp / WR;
-#pragma unroll
-    for (int mf = 0; mf < MF; mf++)
-#pragma unroll
-        for (int ct = 0; ct < 4; ct++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                mmq_write<P>(m, w, r0 + 16 * MF * wr + 16 * mf + lane / 4 + 8 * (i / 2), c0 + 32 * wc + 8 * ct + 2 * (lane % 4) + i % 2,
-                             acc[0][mf][ct][i], acc[P - 1][mf][ct][i]);
+    const int warp = (int)threadIdx.x / 32;
+    mmq_write_warp_tile<P>(m, w, r0 + 16 * MF * (warp % WR), c0 + 32 * (warp / WR), acc);
 }
 
 /* Tiles of 64 rows (of each matrix; a pair's gate and up 32 each) by 128

@@ -227,4 +227,23 @@ __device__ static inline void mmq_write(const struct mmq_args &m, const struct m
     w.y[at] = v;
 }
 
+/* A warp's finished tile of 32 / P rows of each matrix from r0 by 32
+ * columns from c0, as the f16 and bf16 kernels hold it: acc[p][mf][tile][i]
+ * is matrix p's (a pair's gate 0, up 1) row r0 + 16 mf + lane / 4
+ * (+ 8 for i >= 2), column c0 + 8 tile + 2 (lane % 4) + i % 2. */
+template <int P>
+__device__ static inline void mmq_write_warp_tile(const struct mmq_args &m, const struct mmq_mat &w, int64_t r0, int64_t c0,
+                                                  const float (&acc)[P][2 / P][4][4])
+{
+    const int lane = (int)threadIdx.x % 32;
+#pragma unroll
+    for (int mf = 0; mf < 2 / P; mf++)
+#pragma unroll
+        for (int ct = 0; ct < 4; ct++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                mmq_write<P>(m, w, r0 + 16 * mf + lane / 4 + 8 * (i / 2), c0 + 8 * ct + 2 * (lane % 4) + i % 2,
+                             acc[0][mf][ct][i], acc[P - 1][mf][ct][i]);
+}
+
 #endif

@@ -23,6 +23,28 @@
 #define NT 37  /* columns: past CUDA_PROMPT_MIN_COLUMNS (16), not a multiple of 64 */
 #define PART 20 /* the first columns again, in a launch of their own */
 
+/* Each of the n_mat matrices m, already multiplied together in one launch
+ * (into their y), against its own launch into dpart: the same bits. The
+ * first has a bias (the launch's Q); x is Q8_1 xq or f32 xf, as the type reads. */
+static bool same_as_own_launches(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,
+                                 float *dpart, float *got, float *part, const char *what)
+{
+    struct error e;
+    bool ok = true;
+    for (int i = 0; i < n_mat && ok; i++) {
+        const size_t bytes = (size_t)(m[i].n * NT) * 4;
+        ok = CHECK(cuda_matmul(m[i].t, m[i].w, k, m[i].n, cuda_matmul_takes_q8(m[i].t) ? xq : (const void *)xf, NT, m[i].bias,
+                               NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0,
+                   "%s", e.msg);
+        if (ok) {
+            down(got, m[i].y, bytes), down(part, dpart, bytes);
+            ok = CHECK(memcmp(got, part, bytes) == 0, "%s %s: matrix %d of %d in one launch differs from its own launch",
+                       type_name(m[i].t), what, i, n_mat);
+        }
+    }
+    return ok;
+}
+
 /* y = W x + bias + res (as the graph's MATMUL_ADD), then the pair
  * silu(W x) * (W x) with its Q8_1 product, for one type. */
 static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
@@ -97,14 +119,7 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     float *dm[3] = { up(NULL, yb), up(NULL, yb), up(NULL, yb) };
     const struct cuda_matrix qkv[3] = { { t, dw, rows[0], db, dm[0] }, { t, dw, rows[1], NULL, dm[1] }, { t, dw, rows[2], NULL, dm[2] } };
     ok = ok && CHECK(cuda_matmul_multi(qkv, 3, k, dx, NULL, NT, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < 3 && ok; i++) {
-        ok = CHECK(cuda_matmul(t, dw, k, rows[i], dx, NT, i ? NULL : db, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0, "%s", e.msg);
-        if (ok) {
-            down(got, dm[i], (size_t)(rows[i] * NT) * 4), down(part, dpart, (size_t)(rows[i] * NT) * 4);
-            ok = CHECK(memcmp(got, part, (size_t)(rows[i] * NT) * 4) == 0,
-                       "%s: matrix %d of three in one launch differs from its own launch", type_name(t), i);
-        }
-    }
+    ok = ok && same_as_own_launches(qkv, 3, k, dx, NULL, dpart, got, part, "(Q, K, V)");
     /* Q and K of the type with a V of another (Q5_0 Q and K with a Q8_0 V in Qwen2.5's mix): Q and K share a
      * launch, V has its own; each the bits of its own launch again */
     const enum tensor_type u = t == TYPE_Q8_0 ? TYPE_Q4_0 : TYPE_Q8_0;
@@ -113,15 +128,7 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     void *dv = up_rows(u, k, rows[2], vq);
     const struct cuda_matrix mixed[3] = { qkv[0], qkv[1], { u, dv, rows[2], NULL, dm[2] } };
     ok = ok && CHECK(cuda_matmul_multi(mixed, 3, k, dx, NULL, NT, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < 3 && ok; i++) {
-        ok = CHECK(cuda_matmul(mixed[i].t, mixed[i].w, k, rows[i], dx, NT, i ? NULL : db, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0,
-                   "%s", e.msg);
-        if (ok) {
-            down(got, dm[i], (size_t)(rows[i] * NT) * 4), down(part, dpart, (size_t)(rows[i] * NT) * 4);
-            ok = CHECK(memcmp(got, part, (size_t)(rows[i] * NT) * 4) == 0,
-                       "%s with a %s V: matrix %d differs from its own launch", type_name(t), type_name(u), i);
-        }
-    }
+    ok = ok && same_as_own_launches(mixed, 3, k, dx, NULL, dpart, got, part, "(Q, K and a V of another type)");
     cuda_free(dv), free(vq);
     for (int i = 0; i < 3; i++)
         cuda_free(dm[i]);
@@ -185,14 +192,7 @@ static bool mmf_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     float *dm[3] = { up(NULL, yb), up(NULL, yb), up(NULL, yb) };
     const struct cuda_matrix qkv[3] = { { t, dw, rows[0], db, dm[0] }, { t, dw, rows[1], NULL, dm[1] }, { t, dw, rows[2], NULL, dm[2] } };
     ok = ok && CHECK(cuda_matmul_multi(qkv, 3, k, NULL, dx, NT, NULL, CUDA_EPI_NONE, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < 3 && ok; i++) {
-        ok = CHECK(cuda_matmul(t, dw, k, rows[i], dx, NT, i ? NULL : db, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0, "%s", e.msg);
-        if (ok) {
-            down(got, dm[i], (size_t)(rows[i] * NT) * 4), down(part, dpart, (size_t)(rows[i] * NT) * 4);
-            ok = CHECK(memcmp(got, part, (size_t)(rows[i] * NT) * 4) == 0,
-                       "%s: matrix %d of three in one launch differs from its own launch", type_name(t), i);
-        }
-    }
+    ok = ok && same_as_own_launches(qkv, 3, k, NULL, dx, dpart, got, part, "(Q, K, V)");
     for (int i = 0; i < 3; i++)
         cuda_free(dm[i]);
     cuda_free(dw), cuda_free(dx), cuda_free(db), cuda_free(dr), cuda_free(dy), cuda_free(dpart);
