@@ -26,9 +26,11 @@
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
 # ab:       AB="<other builds' minfer, carried> ..." against build/minfer,
-#           in turns (three rounds, pp512 and tg128), on the 0.5B (and the
-#           8B Q4_K_M and Q8_0 with big): each machine is a fresh one, so
-#           only figures of one call compare;
+#           in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
+#           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
+#           every bench, e.g. --no-graphs), on AB_MODELS ("preset type;...")
+#           or the 0.5B (and the 8B Q4_K_M and Q8_0 with big): each machine
+#           is a fresh one, so only figures of one call compare;
 # profile:  one decode step under ncu (tools/ncu-step.py): each kernel
 #           family's launches, time, share of the step and DRAM bandwidth,
 #           for the 0.5B model (and the 8B ones with big); with big also
@@ -178,29 +180,38 @@ if want ab; then # other builds against this one, in turns
     others=()
     for b in ${AB:-}; do [ -x "$b" ] && others+=("$b") || row "A/B" "$b (in AB) is not an executable"; done
     [ ${#others[@]} -gt 0 ] || row "A/B" "AB names no other build's minfer (carried)"
-    models=("qwen2.5-0.5b q4_k_m")
-    want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    if [ -n "${AB_MODELS:-}" ]; then
+        IFS=';' read -ra models <<<"$AB_MODELS"
+    else
+        models=("qwen2.5-0.5b q4_k_m")
+        want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    fi
     for m in "${models[@]}"; do
         [ ${#others[@]} -gt 0 ] || break
         set -- $m
         f=$(synth "$1" "$2") || { row "$1 $2 A/B" "synth failed"; continue; }
         rm -f "$tmp"/ab-*.json
-        for round in 1 2 3; do
+        for round in $(seq "${AB_ROUNDS:-3}"); do
             for i in "${!others[@]}" this; do
                 bin=build/minfer
                 [ "$i" = this ] || bin=${others[$i]}
-                "$bin" bench -m "$f" -p 512 -n 128 -r 4 --device cuda --json >"$tmp/ab-$i-$round.json" 2>/dev/null
+                for t in ${AB_TESTS:-pp512 tg128}; do # ppN: a prompt of N alone; tgN: N steps alone
+                    case $t in pp*) args=(-p "${t#pp}" -n 0) ;; tg*) args=(-p 0 -n "${t#tg}") ;; *) continue ;; esac
+                    # shellcheck disable=SC2086 # AB_FLAGS: extra bench flags, word-split on purpose
+                    "$bin" bench -m "$f" "${args[@]}" -r 4 --device cuda ${AB_FLAGS:-} --json \
+                        >"$tmp/ab-$i-$round-$t.json" 2>/dev/null
+                done
             done
         done
         for i in "${!others[@]}"; do
-            row "$1-$2: ${others[$i]} -> build/minfer" "$(python3 - "$tmp" "$i" <<'PY'
+            row "$1-$2: ${others[$i]} -> build/minfer" "$(python3 - "$tmp" "$i" ${AB_TESTS:-pp512 tg128} <<'PY'
 import glob, json, sys
 def mean(side, test):
-    v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*.json")) for r in json.load(open(f))
-         if r["test"].startswith(test)]
-    return sum(v) / len(v)
+    v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*-{test}.json"))
+         for r in json.load(open(f)) if r["test"] == test]
+    return sum(v) / len(v) if v else float("nan")
 a = sys.argv[2]
-print("; ".join(f"{t} {mean(a, t):.1f} -> {mean('this', t):.1f} (x{mean('this', t) / mean(a, t):.3f})" for t in ("pp", "tg")))
+print("; ".join(f"{t} {mean(a, t):.1f} -> {mean('this', t):.1f} (x{mean('this', t) / mean(a, t):.3f})" for t in sys.argv[3:]))
 PY
 )"
         done
