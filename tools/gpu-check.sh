@@ -35,7 +35,8 @@
 #           family's launches, time, share of the step and DRAM bandwidth,
 #           for the 0.5B model (and the 8B ones with big); with big also
 #           four of the 8B's prompt matmul launches (the f16 kernel): stall
-#           reasons, tensor-pipe activity, hit rates (profile-prompt.txt).
+#           reasons, issue-slot use and instruction count, tensor-pipe
+#           activity, hit rates (profile-prompt.txt).
 # Prints a short table last: each check, and for each model tg128 and pp512
 # in tokens/s with tg128 as a fraction of the floor (weight bytes read per
 # token / the copy bandwidth measured in the same run).
@@ -257,8 +258,9 @@ if want profile; then # one decode step's kernels under ncu (no graphs: ncu time
         f=$(synth qwen3-8b q4_k_m)
         ncu --clock-control none --kernel-name regex:mmh_kernel --launch-skip 8 --launch-count 4 \
             --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-            --section Occupancy --page raw build/minfer bench -m "$f" -p 512 -n 0 -r 1 --device cuda --no-graphs \
-            2>&1 | grep -E 'mmh_kernel|issue_stalled|pipe_tensor_op_hmma_cycles_active.avg|t_sector_hit_rate.pct|warps_active.avg.pct|gpu__time_duration.sum' \
+            --section Occupancy --section SchedulerStats --section InstructionStats --page raw \
+            build/minfer bench -m "$f" -p 512 -n 0 -r 1 --device cuda --no-graphs 2>&1 |
+            grep -E 'mmh_kernel|issue_stalled|issue_active.avg.pct|smsp__inst_executed.sum |pipe_tensor_op_hmma_cycles_active.avg|t_sector_hit_rate.pct|warps_active.avg.pct|gpu__time_duration.sum' \
             >"$out/profile-prompt.txt"
         row "qwen3-8b-q4_k_m prompt matmuls under ncu" "$(grep -c mmh_kernel "$out/profile-prompt.txt") launches: profile-prompt.txt"
     fi
