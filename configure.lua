@@ -103,7 +103,7 @@ local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
                   "cli/cmd_perplexity", "cli/cmd_serve", "cli/session", "cli/die",
                   "server/server", "server/api", "server/slots" }
-local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "matmul", "mmq", "mmq_f16", "mmf", "attention", "attention_prefill" }
+local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "matmul", "mmq", "mmq_f16", "mmq_wgmma", "mmf", "attention", "attention_prefill" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",
@@ -130,7 +130,9 @@ if nvcc then
   nvccflags = { "-O3", "-lineinfo", "-std=c++17", "-Iruntime", "-Xcompiler=-Wall,-Wextra,-Werror", "-Werror=all-warnings",
                 "-Xfatbin=-compress-all" }
   for a in opts.cuda_arch:gmatch("%d+") do
-    table.insert(nvccflags, "-gencode=arch=compute_" .. a .. ",code=sm_" .. a)
+    -- sm_90 as sm_90a: its wgmma (mmq_wgmma.cu) exists only there
+    local v = a == "90" and "90a" or a
+    table.insert(nvccflags, "-gencode=arch=compute_" .. v .. ",code=sm_" .. v)
   end
   local cuda_lib = run("dirname $(dirname $(command -v " .. nvcc .. "))") .. "/lib64"
   for _, l in ipairs({ "-L" .. cuda_lib, "-lcudart_static", "-ldl", "-lpthread", "-lrt", "-lstdc++" }) do

@@ -2,9 +2,11 @@
  * memory-bandwidth floor measured in the same run (a device-to-device copy), then a decode step's
  * small kernels (norm, RoPE, attention) at two models' shapes.
  * Each GEMV streams its weights from DRAM (copies beyond the L2, used in turn).
- * Prints a table. usage: minfer-gpu-bench [REPS [SHAPE]] (SHAPE: one row of the table, from 0) */
+ * Prints a table. usage: minfer-gpu-bench [REPS [SHAPE]] (SHAPE: one row of the table, from 0), or
+ * minfer-gpu-bench prompt [REPS]: a prompt's matmuls at the same shapes (prompt_matmuls). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cuda/device.h"
@@ -95,8 +97,92 @@ static int small_kernels(int reps)
     return 0;
 }
 
+/* The device copy of a k x n matrix of type t: one random row, repeated
+ * (the content does not change the work). NULL on failure (e says why). */
+static void *matrix_up(enum tensor_type t, int64_t k, int64_t n, struct rng *r, struct error *e)
+{
+    const size_t row_bytes = type_bytes(t, (uint64_t)k), stored = (size_t)n * cuda_row_bytes(t, k);
+    float *row = malloc((size_t)k * sizeof *row);
+    uint8_t *wq = malloc(row_bytes * (size_t)n), *packed = malloc(stored);
+    void *dw = NULL;
+    if (row && wq && packed) {
+        for (int64_t i = 0; i < k; i++)
+            row[i] = 0.02f * rng_normal(r);
+        quantize_row(t, row, wq, k);
+        for (int64_t j = 1; j < n; j++)
+            memcpy(wq + (size_t)j * row_bytes, wq, row_bytes);
+        cuda_rows_pack(t, k, n, wq, packed);
+        if (cuda_alloc(&dw, stored, "weights", e) == 0 && cuda_upload(dw, packed, stored, e))
+            cuda_free(dw), dw = NULL;
+    } else {
+        fail(e, "out of memory");
+    }
+    free(row), free(wq), free(packed);
+    return dw;
+}
+
+/* A prompt's matmuls at Qwen3-8B's shapes (PROMPT_COLUMNS columns of Q8_1
+ * activations, y = W x; a pair silu(gate x) up x), each launched reps times
+ * back to back: us per launch and tera-operations a second (2 k n
+ * columns, a pair twice). MINFER_NO_WGMMA=1 in the environment measures
+ * the mma.sync kernel where the wgmma one would run. */
+#define PROMPT_COLUMNS 512
+static int prompt_matmuls(int reps)
+{
+    static const struct {
+        enum tensor_type t;
+        int64_t k, n;
+        bool pair;
+        const char *what;
+    } shapes[] = { { TYPE_Q4_K, 4096, 4096, false, "Q4_K attn_q, attn_output" },
+                   { TYPE_Q4_K, 4096, 12288, true, "Q4_K gate + up pair" },
+                   { TYPE_Q4_K, 12288, 4096, false, "Q4_K ffn_down" },
+                   { TYPE_Q6_K, 12288, 4096, false, "Q6_K ffn_down" } };
+    struct error e;
+    struct rng r;
+    rng_seed(&r, 2);
+    const int64_t nt = PROMPT_COLUMNS;
+    printf("\n%d-column prompt matmuls%s\n\n| weights | k | n | us per launch | TOP/s |\n|---|---:|---:|---:|---:|\n", PROMPT_COLUMNS,
+           getenv("MINFER_NO_WGMMA") ? " (MINFER_NO_WGMMA set)" : "");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t k = shapes[s].k, n = shapes[s].n;
+        float *x = malloc((size_t)(k * nt) * sizeof *x);
+        uint8_t *xq = malloc((size_t)(k / 32) * 36 * (size_t)nt);
+        if (!x || !xq)
+            return free(x), free(xq), fprintf(stderr, "gpu-bench: out of memory\n"), 1;
+        for (int64_t i = 0; i < k * nt; i++)
+            x[i] = rng_normal(&r);
+        for (int64_t c = 0; c < nt; c++)
+            quant_q8_1(x + c * k, xq + (size_t)(c * (k / 32)) * 36, k);
+        void *gate = matrix_up(shapes[s].t, k, n, &r, &e), *up = shapes[s].pair ? matrix_up(shapes[s].t, k, n, &r, &e) : NULL;
+        void *dx = NULL, *dy = NULL;
+        struct cuda_timer *t;
+        float ms;
+        if (!gate || (shapes[s].pair && !up) || cuda_alloc(&dx, (size_t)(k / 32) * 36 * (size_t)nt, "x q8_1", &e) ||
+            cuda_upload(dx, xq, (size_t)(k / 32) * 36 * (size_t)nt, &e) || cuda_alloc(&dy, (size_t)(n * nt) * 4, "y", &e))
+            return fail_line(&e);
+        const struct cuda_matrix m[2] = { { shapes[s].t, gate, n, NULL, dy }, { shapes[s].t, up, n, NULL, NULL } };
+        for (int i = 0; i <= reps; i++) {
+            if (i == 1 && cuda_timer_start(&t, &e)) /* the first launch warms up */
+                return fail_line(&e);
+            if (cuda_matmul_multi(m, shapes[s].pair ? 2 : 1, k, dx, NULL, nt, NULL, shapes[s].pair ? CUDA_EPI_PAIR : CUDA_EPI_NONE,
+                                  NULL, NULL, NULL, NULL, &e))
+                return fail_line(&e);
+        }
+        if (cuda_timer_stop(t, &ms, &e))
+            return fail_line(&e);
+        const double us = ms * 1e3 / reps, ops = 2.0 * (double)k * (double)n * (double)nt * (shapes[s].pair ? 2 : 1);
+        printf("| %s | %lld | %lld | %.1f | %.1f |\n", shapes[s].what, (long long)k, (long long)n, us, ops / (us * 1e-6) / 1e12);
+        cuda_free(gate), cuda_free(up), cuda_free(dx), cuda_free(dy);
+        free(x), free(xq);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "prompt") == 0)
+        return prompt_matmuls(argc > 2 ? atoi(argv[2]) : 20);
     int reps = argc > 1 ? atoi(argv[1]) : 200, only = argc > 2 ? atoi(argv[2]) : -1, n_dev = 0;
     struct error e;
     if (reps < 1 || cuda_device_count(&n_dev, &e) || n_dev == 0)

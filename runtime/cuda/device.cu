@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 #include <atomic>
+#include <mutex>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,25 @@ extern "C" bool cuda_pdl_enabled(void)
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess)
             cudaGetLastError(), major = 0; /* no device: launches will report it */
         v = major >= 9 && !(no && strcmp(no, "1") == 0);
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v != 0;
+}
+
+/* The wgmma prompt kernel (mmq_wgmma.cu): built for sm_90a, whose code
+ * runs on compute capability 9.0 only; off with MINFER_NO_WGMMA=1 (for
+ * measurements). Decided once per process, for device 0. */
+extern "C" bool cuda_wgmma_enabled(void)
+{
+    static std::atomic<int> on{ -1 };
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        int major = 0, minor = 0;
+        const char *no = getenv("MINFER_NO_WGMMA");
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+            cudaGetLastError(), major = 0;
+        v = major == 9 && minor == 0 && !(no && strcmp(no, "1") == 0);
         on.store(v, std::memory_order_relaxed);
     }
     return v != 0;
@@ -176,10 +196,59 @@ int cuda_stream_create(void **stream, struct error *e)
     return 0;
 }
 
+/* Each stream's scratch (cuda_stream_scratch): a few entries, found by
+ * stream, under a lock (engines on other threads own other streams). */
+#define SCRATCH_STREAMS 64
+static struct {
+    void *stream, *p;
+    size_t bytes;
+} scratch[SCRATCH_STREAMS];
+static std::mutex scratch_lock;
+
+int cuda_stream_scratch(void *stream, size_t bytes, void **p, struct error *e)
+{
+    std::lock_guard<std::mutex> hold(scratch_lock);
+    int at = -1, free_slot = -1;
+    for (int i = 0; i < SCRATCH_STREAMS && at < 0; i++)
+        if (scratch[i].p && scratch[i].stream == stream)
+            at = i;
+        else if (!scratch[i].p && free_slot < 0)
+            free_slot = i;
+    if (at >= 0 && scratch[at].bytes >= bytes)
+        return *p = scratch[at].p, 0;
+    if (at < 0 && free_slot < 0)
+        return fail(e, "cuda: scratch for more than %d streams at once", SCRATCH_STREAMS);
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (check(cudaStreamIsCapturing((cudaStream_t)stream, &cap), "cudaStreamIsCapturing", e))
+        return -1;
+    if (cap != cudaStreamCaptureStatusNone)
+        return fail(e, "cuda: a stream's scratch would grow to %zu bytes inside a capture (size it before capturing)", bytes);
+    if (at >= 0) { /* the smaller buffer may still be read by the stream's work */
+        if (check(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize (scratch)", e))
+            return -1;
+        cudaFree(scratch[at].p);
+        scratch[at].p = NULL;
+        free_slot = at;
+    }
+    void *q = NULL;
+    if (cuda_alloc(&q, bytes, "stream scratch", e))
+        return -1;
+    scratch[free_slot].stream = stream, scratch[free_slot].p = q, scratch[free_slot].bytes = bytes;
+    return *p = q, 0;
+}
+
 void cuda_stream_destroy(void *stream)
 {
-    if (stream)
-        cudaStreamDestroy((cudaStream_t)stream);
+    if (!stream)
+        return;
+    cudaStreamSynchronize((cudaStream_t)stream);
+    {
+        std::lock_guard<std::mutex> hold(scratch_lock);
+        for (int i = 0; i < SCRATCH_STREAMS; i++)
+            if (scratch[i].p && scratch[i].stream == stream)
+                cudaFree(scratch[i].p), scratch[i].p = NULL;
+    }
+    cudaStreamDestroy((cudaStream_t)stream);
 }
 
 int cuda_stream_sync(void *stream, const char *site, struct error *e)

@@ -49,6 +49,11 @@ int cuda_timer_stop(struct cuda_timer *t, float *ms, struct error *e); /* frees 
 int cuda_stream_create(void **stream, struct error *e);
 void cuda_stream_destroy(void *stream);
 int cuda_stream_sync(void *stream, const char *site, struct error *e);
+/* Device memory for the temporaries of work on stream (NULL: the default
+ * stream), at least bytes: kept with the stream and grown on demand (after
+ * the stream's work, which may read the old buffer, is done), never inside
+ * a capture (an error: size it first), freed by cuda_stream_destroy. */
+int cuda_stream_scratch(void *stream, size_t bytes, void **p, struct error *e);
 int cuda_upload_async(void *dst, const void *src, size_t bytes, void *stream, struct error *e);
 int cuda_download_async(void *dst, const void *src, size_t bytes, void *stream, struct error *e);
 int cuda_memset_async(void *dst, int value, size_t bytes, void *stream, struct error *e);

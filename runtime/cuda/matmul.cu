@@ -50,6 +50,8 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
     for (int i = 0; i < n_mat; i++)
         if (prompt_kernel(a.m[i].type, a.m[i].n, a.k) == PROMPT_NONE || (pair && a.m[i].type != a.m[0].type))
             return 1;
+    const void *xh = NULL; /* the wgmma kernel's f16 columns, made once for all its launches */
+    const float *xs = NULL;
     for (int i = 0, run; i < n_mat; i += run) {
         struct mmq_args m;
         memset(&m, 0, sizeof m);
@@ -67,7 +69,17 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
         m.k = a.k, m.nt = a.nt, m.xq = a.xq, m.xf = a.xf, m.res = a.epi == CUDA_EPI_ADD ? a.res : NULL, m.glu = a.glu;
         if (kernel == PROMPT_BF16)
             cuda_mmf_launch(t, m, pair, s);
-        else if (kernel == PROMPT_F16)
+        else if (kernel == PROMPT_F16 && cuda_mmw_type(t)) {
+            if (!xh) {
+                void *scratch;
+                if (cuda_stream_scratch(s, cuda_mmw_scratch_bytes(a.nt, a.k), &scratch, e))
+                    return -1;
+                cuda_mmw_prepare(m, scratch, s);
+                xh = m.xh, xs = m.xs;
+            }
+            m.xh = xh, m.xs = xs;
+            cuda_mmw_launch(m, pair, s);
+        } else if (kernel == PROMPT_F16)
             cuda_mmq_f16_launch(t, m, pair, s);
         else
             cuda_mmq_launch(t, m, pair, s);
