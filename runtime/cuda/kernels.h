@@ -35,6 +35,9 @@ int cuda_mmq_splits(int64_t rows, int64_t k);
  * many rows (a launch of them fills the GPU with tiles of 64 rows), by
  * type and rows alone, as the splits. */
 bool cuda_mmq_f16(enum tensor_type t, int64_t rows);
+/* Whether those launches run on the wgmma kernel (mmq_wgmma.cu: sm_90,
+ * Q4_K, unless MINFER_NO_WGMMA=1). */
+bool cuda_mmq_wgmma(enum tensor_type t, int64_t rows);
 
 /* Whether the kernels can read weights of type t: as matmul weights,
  * embedding rows, and (decoded to f32 at registration) norm weights and biases. */

@@ -371,6 +371,8 @@ extern "C" bool cuda_wgmma_enabled(void); /* device.cu */
 
 bool cuda_mmw_type(int t) { return t == TYPE_Q4_K && cuda_wgmma_enabled(); }
 
+extern "C" bool cuda_mmq_wgmma(enum tensor_type t, int64_t rows) { return cuda_mmq_f16(t, rows) && cuda_mmw_type(t); }
+
 void cuda_mmw_launch(const struct mmq_args &m, bool pair, cudaStream_t s)
 {
     int64_t rows = 0;

@@ -158,6 +158,7 @@ static const struct {
     { "per_model_matmul_gives_the_generic_bits", test_matmul_per_model_gives_the_generic_bits },
     { "prompt_matmul_on_tensor_cores", test_mmq_matches_the_reference },
     { "prompt_matmul_of_f16_and_bf16_weights", test_mmq_float_weights },
+    { "prompt_matmul_of_wide_ranging_columns", test_mmq_wide_columns },
     { "embed_is_the_cpu_decoder", test_kernels_embed },
     { "norms_and_rope_match_the_cpu", test_kernels_norms },
     { "kv_store_and_attention_match_the_cpu", test_kernels_attention },
@@ -174,7 +175,8 @@ static const struct {
     { "real_gemma_agrees_with_llama_cpp", test_real_gemma_agrees_with_llama_cpp },
 };
 
-int main(void)
+/* usage: minfer-cuda-tests [NAME]: every test, or those whose names hold NAME (the others are not run, nor counted) */
+int main(int argc, char **argv)
 {
     int n_dev = 0, passed = 0, failed = 0, skipped = 0;
     struct error e;
@@ -184,6 +186,8 @@ int main(void)
         failed++;
     }
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (argc > 1 && !strstr(tests[i].name, argv[1]))
+            continue;
         if (n_dev == 0) {
             printf("[SKIP] cuda::%s (no CUDA device)\n", tests[i].name);
             skipped++;

@@ -47,6 +47,7 @@ void test_kernels_attention(void);
 void test_kernels_elementwise_and_argmax(void);
 void test_mmq_matches_the_reference(void);
 void test_mmq_float_weights(void);
+void test_mmq_wide_columns(void);
 void test_backend_matches_the_cpu(void);
 void test_backend_prompt_kernels_match_the_cpu(void);
 void test_backend_is_bitwise_reproducible(void);

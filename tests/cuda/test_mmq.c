@@ -260,3 +260,84 @@ void test_mmq_matches_the_reference(void)
     if (mmq_case(TYPE_Q8_0, 864, 96, &worst))
         printf("    Q8_0  k=864 (the decode kernel's launch) worst error %.2e of the sum of |terms| (bound 1e-5)\n", worst);
 }
+
+/* The f16 kernel's launches of many columns (cuda_mmq_wgmma: on sm_90 the
+ * wgmma kernel, which rounds the activations to f16 after a power-of-two
+ * scale a column): 1088 rows (a partial tile of 128) of Q4_K by 300 columns
+ * (three tiles of 128, the last partial) whose magnitudes span 10^-3 to
+ * 10^6 (past f16's range), against double within 2^-10 of the sum of
+ * |w x|; a pair's silu(gate) up the same; a column's bits the same in a
+ * launch of 20 columns and in a launch that starts at column 128. */
+void test_mmq_wide_columns(void)
+{
+    enum { N = 1088, C = 300, PART_C = 20, SKIP = 128 };
+    const enum tensor_type t = TYPE_Q4_K;
+    const int64_t k = 4096;
+    static const float mags[4] = { 1.0f, 1e6f, 1e-3f, 3e4f }; /* Q8_1's f16 d holds nothing much smaller */
+    struct error e;
+    const size_t row_bytes = type_bytes(t, (uint64_t)k), col = (size_t)(k / 32) * 36, yb = (size_t)N * C * 4;
+    float *wf = randoms(k * N, 0.02f), *x = randoms(k * C, 1), *wd = malloc((size_t)(k * N) * sizeof *wd);
+    uint8_t *wq = malloc(row_bytes * N), *xq = malloc(col * C);
+    float *got = malloc(yb), *part = malloc(yb), *xd = malloc((size_t)k * sizeof *xd);
+    double *dots = malloc((size_t)N * C * sizeof *dots), *scales = malloc((size_t)N * C * sizeof *scales);
+    for (int64_t i = 0; i < k * C; i++)
+        x[i] *= mags[i / k % 4];
+    quantize_row(t, wf, wq, k * N);
+    for (int64_t r = 0; r < N; r++)
+        dequantize_row(t, wq + (size_t)r * row_bytes, wd + r * k, k);
+    for (int64_t c = 0; c < C; c++)
+        quant_q8_1(x + c * k, xq + (size_t)c * col, k);
+    void *dw = up_rows(t, k, N, wq), *dx = up(xq, col * C);
+    float *dy = up(NULL, yb), *dpart = up(NULL, yb);
+    const struct cuda_matrix pair[2] = { { t, dw, N, NULL, dy }, { t, dw, N, NULL, NULL } };
+    bool ok = CHECK(cuda_matmul(t, dw, k, N, dx, C, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) == 0, "%s", e.msg);
+    if (ok)
+        down(got, dy, yb);
+    double worst = 0, worst_pair = 0;
+    for (int64_t c = 0; ok && c < C; c++) {
+        const uint8_t *blk = xq + (size_t)c * col;
+        for (int64_t i = 0; i < k; i++) /* the Q8_1 column, dequantized: d code */
+            xd[i] = load_f16(blk + (size_t)(i / 32) * 36) * (float)(int8_t)blk[(size_t)(i / 32) * 36 + 4 + (size_t)(i % 32)];
+        for (int64_t r = 0; r < N && ok; r++) {
+            double dot = 0, scale = 0;
+            for (int64_t i = 0; i < k; i++)
+                dot += (double)wd[r * k + i] * xd[i], scale += fabs((double)wd[r * k + i] * xd[i]);
+            const double err = scale > 0 ? fabs(got[c * N + r] - dot) / scale : fabs(got[c * N + r]);
+            worst = err > worst ? err : worst;
+            ok = CHECK(err <= 0x1p-10, "column %lld (magnitude %g) row %lld: gpu %.9g, double %.9g", (long long)c,
+                       (double)mags[c % 4], (long long)r, (double)got[c * N + r], dot);
+            dots[c * N + r] = dot, scales[c * N + r] = scale; /* for the pair below */
+        }
+    }
+    /* the pair, gate and up the same matrix: silu(dot) dot, whose slope is under 2 |dot| + 1.1 */
+    ok = ok && CHECK(cuda_matmul_multi(pair, 2, k, dx, NULL, C, NULL, CUDA_EPI_PAIR, NULL, NULL, NULL, NULL, &e) == 0, "%s", e.msg);
+    if (ok) {
+        float *pg = malloc(yb);
+        down(pg, dy, yb);
+        for (int64_t i = 0; i < (int64_t)N * C && ok; i++) {
+            const double dot = dots[i], want = silu_d(dot) * dot;
+            const double bound = 0x1p-10 * scales[i] * (2 * fabs(dot) + 1.1) + 1e-5 * fabs(want), err = fabs(pg[i] - want);
+            worst_pair = err / bound > worst_pair ? err / bound : worst_pair;
+            ok = CHECK(err <= bound, "pair %lld: gpu %.9g, silu(x) x of double %.9g", (long long)i, (double)pg[i], want);
+        }
+        free(pg);
+    }
+    /* the chunking rule: the first columns alone, and the columns from SKIP on alone */
+    ok = ok && CHECK(cuda_matmul(t, dw, k, N, dx, PART_C, NULL, NULL, CUDA_EPI_NONE, dpart, NULL, &e) == 0, "%s", e.msg);
+    if (ok)
+        down(part, dpart, (size_t)N * PART_C * 4);
+    ok = ok && CHECK(memcmp(part, got, (size_t)N * PART_C * 4) == 0, "the first %d columns differ in a launch of %d", PART_C, PART_C);
+    ok = ok && CHECK(cuda_matmul(t, dw, k, N, (const uint8_t *)dx + col * SKIP, C - SKIP, NULL, NULL, CUDA_EPI_NONE, dpart, NULL,
+                                 &e) == 0,
+                     "%s", e.msg);
+    if (ok)
+        down(part, dpart, (size_t)N * (C - SKIP) * 4);
+    ok = ok && CHECK(memcmp(part, got + (size_t)N * SKIP, (size_t)N * (C - SKIP) * 4) == 0,
+                     "columns %d.. differ in a launch that starts at them", SKIP);
+    if (ok)
+        printf("    Q4_K %d rows, %d columns of magnitudes 1e-3..1e6 (%s): worst error %.2e of the sum of |w x| (bound 2^-10), "
+               "pair %.2f of its bound; same bits in launches of columns 0.. and %d..\n",
+               N, C, cuda_mmq_wgmma(t, N) ? "wgmma kernel" : "mma.sync f16 kernel", worst, worst_pair, SKIP);
+    cuda_free(dw), cuda_free(dx), cuda_free(dy), cuda_free(dpart);
+    free(wf), free(x), free(wd), free(wq), free(xq), free(got), free(part), free(xd), free(dots), free(scales);
+}
