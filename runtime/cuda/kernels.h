@@ -36,7 +36,7 @@ int cuda_mmq_splits(int64_t rows, int64_t k);
  * type and rows alone, as the splits. */
 bool cuda_mmq_f16(enum tensor_type t, int64_t rows);
 /* Whether those launches run on the wgmma kernel (mmq_wgmma.cu: sm_90,
- * Q4_K, unless MINFER_NO_WGMMA=1). */
+ * Q4_K and Q6_K, unless MINFER_NO_WGMMA=1). */
 bool cuda_mmq_wgmma(enum tensor_type t, int64_t rows);
 
 /* Whether the kernels can read weights of type t: as matmul weights,

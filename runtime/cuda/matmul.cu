@@ -78,7 +78,7 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
                 xh = m.xh, xs = m.xs;
             }
             m.xh = xh, m.xs = xs;
-            cuda_mmw_launch(m, pair, s);
+            cuda_mmw_launch(t, m, pair, s);
         } else if (kernel == PROMPT_F16)
             cuda_mmq_f16_launch(t, m, pair, s);
         else

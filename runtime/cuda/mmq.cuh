@@ -25,13 +25,13 @@ struct mmq_args {
     int64_t k, nt;
     const uint8_t *xq;
     const float *xf; /* Whether the wgmma kernel (mmq_wgmma.cu, sm_90) takes type t's f16
- * launches; the bytes of scratch it needs for nt columns of k; the
+ * launches (Q4_K, Q6_K); the bytes of scratch it needs for nt columns of k; the
  * columns xq (Q8_1) as its f16 input, into scratch (m.xh and m.xs set
  * from it); its launch. */
 bool cuda_mmw_type(int t);
 size_t cuda_mmw_scratch_bytes(int64_t nt, int64_t k);
 void cuda_mmw_prepare(struct mmq_args &m, void *scratch, cudaStream_t s);
-void cuda_mmw_launch(const struct mmq_args &m, bool pair, cudaStream_t s);
+void cuda_mmw_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
 /* F16 and BF16 weights (mmf.cu): f32 columns, k apart */
     const float *res;
     int glu; /* enum glu_gate, for a pair */
@@ -45,13 +45,13 @@ void cuda_mmq_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s)
 /* The same on the f16 tensor cores (mmq_f16.cu). */
 void cuda_mmq_f16_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
 /* Whether the wgmma kernel (mmq_wgmma.cu, sm_90) takes type t's f16
- * launches; the bytes of scratch it needs for nt columns of k; the
+ * launches (Q4_K, Q6_K); the bytes of scratch it needs for nt columns of k; the
  * columns xq (Q8_1) as its f16 input, into scratch (m.xh and m.xs set
  * from it); its launch. */
 bool cuda_mmw_type(int t);
 size_t cuda_mmw_scratch_bytes(int64_t nt, int64_t k);
 void cuda_mmw_prepare(struct mmq_args &m, void *scratch, cudaStream_t s);
-void cuda_mmw_launch(const struct mmq_args &m, bool pair, cudaStream_t s);
+void cuda_mmw_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s);
 /* F16 and BF16 weights (cuda_mmf_type) against f32 columns xf, on the bf16
  * tensor cores (mmf.cu). */
 bool cuda_mmf_type(int t);

@@ -25,8 +25,7 @@
 
 #define MMW_ROWS 128   /* a CTA's rows: two warpgroups of 64 */
 #define MMW_COLS 128   /* a CTA's columns: one wgmma's n */
-#define MMW_STAGE 128  /* k a stage: half a Q4_K superblock */
-#define MMW_WRAW 80    /* a row's raw stage: the Q4_K header (16 bytes), the stage's codes (64) */
+#define MMW_STAGE 128  /* k a stage: half a K-quant superblock */
 #define MMW_THREADS 256
 /* Stages copied ahead: activations two (a ring of three tiles: the one
  * multiplied, two in flight), raw weights three (a ring of four: the one
@@ -39,10 +38,18 @@
  * row n at chunk c ^ (n % 8). */
 typedef __half mmw_tile[2][128][64];
 
+/* A row's raw stage (weight type T): Q4_K [header 16][codes 64]; Q6_K
+ * [ql 64][qh 32][scales 8][the word holding d 4] (mmq_stage.cuh's). */
+template <int T>
+struct mmw_raw {
+    static constexpr int bytes = T == TYPE_Q4_K ? 80 : 112;
+};
+
+template <int T>
 struct __align__(1024) mmw_smem {
     mmw_tile a[2];                            /* weights: [the stage's parity]; a pair's gate rows, then up rows */
     mmw_tile b[MMW_XRING];                    /* activations */
-    uint8_t wraw[MMW_WRING][MMW_ROWS][MMW_WRAW];
+    uint8_t wraw[MMW_WRING][MMW_ROWS][mmw_raw<T>::bytes];
     float scale[MMW_COLS];                    /* s: a column's sums times this */
 };
 
@@ -156,30 +163,43 @@ __device__ static inline void copy16(unsigned dst, const void *src)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
-/* A thread's share of each stage's copies (16 bytes each), set once so
- * that a stage only adds its offsets; neighbouring lanes copy neighbouring
- * bytes. Activations: piece t % 16 (of 16) of columns t / 16 + 16 j,
- * j = 0..7. Weights: code piece t % 4 (of 4) of rows t / 4 and t / 4 + 64,
- * and threads under 128 row t's Q4_K header. */
+/* A thread's share of each stage's copies, set once so that a stage only
+ * adds its offsets; neighbouring lanes copy neighbouring bytes.
+ * Activations: piece t % 16 (of 16 bytes) of columns t / 16 + 16 j,
+ * j = 0..7. Weights, Q4_K: code piece t % 4 (of 16 bytes) of rows t / 4
+ * and t / 4 + 64, and threads under 128 row t's header; Q6_K: piece t % 8
+ * (ql 0..3, qh 4 and 5, scales 6, d 7) of rows t / 8 + 32 j, j = 0..3. */
 struct mmw_copies {
     const uint8_t *x;     /* column t / 16's piece */
-    const uint8_t *w[3];  /* rows t / 4 and t / 4 + 64 (their codes' piece), row t (its header); NULL past the rows */
+    const uint8_t *w[4];  /* the rows' pieces (their first stage's, less its offsets), NULL past the rows */
     size_t xstep;         /* 16 columns of xh */
     int xn;               /* columns from t / 16 on, in steps of 16, before nt */
-    unsigned xs, ws[3];   /* destinations in buffer 0 (shared addresses) */
+    unsigned xs, ws[4];   /* destinations in buffer 0 (shared addresses) */
 };
 
 /* The stored row r (of the CTA's 128: a pair's gate rows, then up rows)
  * at byte off, or NULL past the matrix. */
 __device__ static inline const uint8_t *mmw_row(const struct mmq_args &m, const struct mmq_mat &w, bool pair, int64_t r0, int r,
-                                                int off)
+                                                size_t off)
 {
     const int rr = pair ? r % 64 : r;
     return r0 + rr < w.n ? (pair && r >= 64 ? m.m[1].w : w.w) + (size_t)(r0 + rr) * w.row_bytes + off : NULL;
 }
 
-__device__ static struct mmw_copies mmw_copies_of(const struct mmq_args &m, const struct mmq_mat &w, struct mmw_smem &sh, bool pair,
-                                                  int64_t r0, int64_t c0)
+/* Q6_K piece p (mmw_copies): its plane's offset in the row (nb
+ * superblocks), its size, its place in the raw stage, and stage st's offset. */
+__device__ static inline size_t q6k_plane(int p, int64_t nb) { return p < 4 ? 16 * p : p < 6 ? 128 * nb + 16 * (p - 4) : p == 6 ? 192 * nb : 208 * nb; }
+__device__ static inline int q6k_size(int p) { return p < 6 ? 16 : p == 6 ? 8 : 4; }
+__device__ static inline int q6k_raw(int p) { return p < 4 ? 16 * p : p < 6 ? 64 + 16 * (p - 4) : p == 6 ? 96 : 104; }
+__device__ static inline size_t q6k_stage(int p, int64_t st)
+{
+    const int64_t sb = st / 2, h = st % 2;
+    return (size_t)(p < 4 ? 128 * sb + 64 * h : p < 6 ? 64 * sb + 32 * h : p == 6 ? 16 * sb + 8 * h : 4 * (sb / 2));
+}
+
+template <int T>
+__device__ static struct mmw_copies mmw_copies_of(const struct mmq_args &m, const struct mmq_mat &w, struct mmw_smem<T> &sh,
+                                                  bool pair, int64_t r0, int64_t c0)
 {
     const int t = (int)threadIdx.x, c = t / 16, p = t % 16;
     struct mmw_copies cp;
@@ -187,12 +207,20 @@ __device__ static struct mmw_copies mmw_copies_of(const struct mmq_args &m, cons
     cp.xn = c0 + c < m.nt ? (int)((m.nt - c0 - c + 15) / 16) : 0;
     cp.x = (const uint8_t *)m.xh + ((size_t)(c0 + c) * (size_t)m.k + 8 * (size_t)p) * 2;
     cp.xs = (unsigned)__cvta_generic_to_shared(&sh.b[0][p / 8][c][8 * ((p % 8) ^ (c % 8))]);
-    for (int i = 0; i < 2; i++) {
-        cp.w[i] = mmw_row(m, w, pair, r0, t / 4 + 64 * i, 16 + 16 * (t % 4));
-        cp.ws[i] = (unsigned)__cvta_generic_to_shared(&sh.wraw[0][t / 4 + 64 * i][16 + 16 * (t % 4)]);
+    if constexpr (T == TYPE_Q4_K) {
+        for (int i = 0; i < 2; i++) {
+            cp.w[i] = mmw_row(m, w, pair, r0, t / 4 + 64 * i, 16 + 16 * (t % 4));
+            cp.ws[i] = (unsigned)__cvta_generic_to_shared(&sh.wraw[0][t / 4 + 64 * i][16 + 16 * (t % 4)]);
+        }
+        cp.w[2] = t < MMW_ROWS ? mmw_row(m, w, pair, r0, t, 0) : NULL;
+        cp.ws[2] = (unsigned)__cvta_generic_to_shared(&sh.wraw[0][t % MMW_ROWS][0]);
+        cp.w[3] = NULL, cp.ws[3] = 0;
+    } else {
+        for (int j = 0; j < 4; j++) {
+            cp.w[j] = mmw_row(m, w, pair, r0, t / 8 + 32 * j, q6k_plane(t % 8, m.k / 256));
+            cp.ws[j] = (unsigned)__cvta_generic_to_shared(&sh.wraw[0][t / 8 + 32 * j][q6k_raw(t % 8)]);
+        }
     }
-    cp.w[2] = t < MMW_ROWS ? mmw_row(m, w, pair, r0, t, 0) : NULL;
-    cp.ws[2] = (unsigned)__cvta_generic_to_shared(&sh.wraw[0][t % MMW_ROWS][0]);
     return cp;
 }
 
@@ -207,65 +235,101 @@ __device__ static void mmw_fetch_x(const struct mmw_copies &cp, int b, int64_t s
             copy16(xs + 16 * 128 * j, x + cp.xstep * j);
 }
 
-/* Stage st's raw weights into raw buffer b: its codes at 16 + 64 H of
- * the superblock's 144 bytes (H the stage's half), the header at 0. */
+/* Stage st's raw weights into raw buffer b. Q4_K: the stage's codes at
+ * 16 + 64 H of the superblock's 144 bytes (H the stage's half), the header
+ * at 0. */
+template <int T>
 __device__ static void mmw_fetch_w(const struct mmw_copies &cp, int b, int64_t st)
 {
-    const size_t sb = 144 * (size_t)(st / 2), codes = sb + 64 * (size_t)(st % 2);
-    const unsigned off = (unsigned)b * MMW_ROWS * MMW_WRAW;
+    const unsigned off = (unsigned)b * MMW_ROWS * mmw_raw<T>::bytes;
+    if constexpr (T == TYPE_Q4_K) {
+        const size_t sb = 144 * (size_t)(st / 2), codes = sb + 64 * (size_t)(st % 2);
 #pragma unroll
-    for (int i = 0; i < 3; i++)
-        if (cp.w[i])
-            copy16(cp.ws[i] + off, cp.w[i] + (i < 2 ? codes : sb));
+        for (int i = 0; i < 3; i++)
+            if (cp.w[i])
+                copy16(cp.ws[i] + off, cp.w[i] + (i < 2 ? codes : sb));
+    } else {
+        const int p = (int)threadIdx.x % 8, n = q6k_size(p);
+        const size_t at = q6k_stage(p, st);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (cp.w[j]) {
+                if (n == 16)
+                    copy16(cp.ws[j] + off, cp.w[j] + at);
+                else if (n == 8)
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(cp.ws[j] + off), "l"(cp.w[j] + at) : "memory");
+                else
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(cp.ws[j] + off), "l"(cp.w[j] + at) : "memory");
+            }
+    }
 }
 
-/* The scale and offset of Q4_K sub-block sb (the weight is a code + b),
- * from a raw stage's header: mmq_decode's. */
-__device__ static inline void mmw_q4k_scale(const uint8_t *raw, int sb, float *a, float *b)
+/* Byte i of w (a code plus bias, under 2^8) as the float a (code), the
+ * code exact in the mantissa of 2^23 (bias: 2^23, or 2^23 + 32 for Q6_K's
+ * codes, stored plus 32), then times a plus b. */
+__device__ static inline float mmw_weight(unsigned w, unsigned i, float bias, float a, float b)
 {
-    const uint8_t *sp = raw + 4;
-    const int sc = sb < 4 ? sp[sb] & 63 : (sp[sb + 4] & 0xf) | (sp[sb - 4] >> 6) << 4;
-    const int mn = sb < 4 ? sp[sb + 4] & 63 : (sp[sb + 4] >> 4) | (sp[sb] >> 6) << 4;
-    *a = __fmul_rn(half_field(raw), (float)sc);
-    *b = -__fmul_rn(half_field(raw + 2), (float)mn);
+    return __fmaf_rn(a, __fsub_rn(__int_as_float((int)__byte_perm(w, 0x4b000000u, 0x7440u | i)), bias), b);
 }
 
-/* Byte i of w, a code under 16, as the float a * code + b: the code exact
- * in the mantissa of 2^23. */
-__device__ static inline float mmw_weight(unsigned w, unsigned i, float a, float b)
+/* Eight weights from two words of byte codes: four f16 pairs. */
+__device__ static inline uint4 mmw_eight(unsigned w0, unsigned w1, float bias, float a, float b)
 {
-    return __fmaf_rn(a, __fsub_rn(__int_as_float((int)__byte_perm(w, 0x4b000000u, 0x7440u | i)), 8388608.0f), b);
+    return make_uint4(half2_bits(mmw_weight(w0, 0, bias, a, b), mmw_weight(w0, 1, bias, a, b)),
+                      half2_bits(mmw_weight(w0, 2, bias, a, b), mmw_weight(w0, 3, bias, a, b)),
+                      half2_bits(mmw_weight(w1, 0, bias, a, b), mmw_weight(w1, 1, bias, a, b)),
+                      half2_bits(mmw_weight(w1, 2, bias, a, b), mmw_weight(w1, 3, bias, a, b)));
 }
 
-/* The raw stage in buffer wb (half H of its superblock) as f16 weights
- * into tile a: thread 2 r + c decodes row r's 64 values 64 c..64 c + 63
- * (its codes' bytes 32 c..32 c + 31: low nibbles the values 0..31 of
- * them, high 32..63; sub-blocks 2 (2 H + c) and + 1). Rows past the
- * matrix are zeros. */
-__device__ static void mmw_decode(struct mmw_smem &sh, int wb, int H, bool live, mmw_tile &a)
+/* The raw stage in buffer wb (stage st) as f16 weights into tile a:
+ * thread 2 r + c decodes row r's 64 values 64 c..64 c + 63 (tile c), each
+ * a * code + b rounded once, as mmq_decode and mmq_f16.cu take them. Rows
+ * past the matrix are zeros. Q4_K: the codes' bytes 32 c..32 c + 31, low
+ * nibbles values 0..31 (sub-block 2 (2 H + c)), high 32..63 (the next).
+ * Q6_K: blocks 2 c and 2 c + 1 of the stage (a scale each 16 values): low
+ * bits nibble c of ql bytes 32 (block % 2).., high bits 2 block of qh. */
+template <int T>
+__device__ static void mmw_decode(struct mmw_smem<T> &sh, int wb, int64_t st, bool live, mmw_tile &a)
 {
     const int r = (int)threadIdx.x / 2, c = (int)threadIdx.x % 2;
     const uint8_t *raw = sh.wraw[wb][r];
-    const uint4 q0 = *(const uint4 *)(raw + 16 + 32 * c), q1 = *(const uint4 *)(raw + 32 + 32 * c);
-    const unsigned qw[8] = { q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w };
-    float sa[2] = { 0.0f, 0.0f }, sb[2] = { 0.0f, 0.0f };
-    if (live)
+    if constexpr (T == TYPE_Q4_K) {
+        const uint4 q0 = *(const uint4 *)(raw + 16 + 32 * c), q1 = *(const uint4 *)(raw + 32 + 32 * c);
+        const unsigned qw[8] = { q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w };
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-            mmw_q4k_scale(raw, 2 * (2 * H + c) + h, &sa[h], &sb[h]);
+        for (int h = 0; h < 2; h++) {
+            const int sb = 2 * (2 * (int)(st % 2) + c) + h;
+            const uint8_t *sp = raw + 4;
+            const int sc = sb < 4 ? sp[sb] & 63 : (sp[sb + 4] & 0xf) | (sp[sb - 4] >> 6) << 4;
+            const int mn = sb < 4 ? sp[sb + 4] & 63 : (sp[sb + 4] >> 4) | (sp[sb] >> 6) << 4;
+            const float sa = live ? __fmul_rn(half_field(raw), (float)sc) : 0.0f;
+            const float so = live ? -__fmul_rn(half_field(raw + 2), (float)mn) : 0.0f;
 #pragma unroll
-    for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) { /* values 32 h + 8 j.. + 7: bytes 8 j.. + 7, nibble h */
-            unsigned v[4];
-#pragma unroll
-            for (int w = 0; w < 2; w++) {
-                const unsigned nib = (qw[2 * j + w] >> (4 * h)) & 0x0f0f0f0fu;
-                v[2 * w] = half2_bits(mmw_weight(nib, 0, sa[h], sb[h]), mmw_weight(nib, 1, sa[h], sb[h]));
-                v[2 * w + 1] = half2_bits(mmw_weight(nib, 2, sa[h], sb[h]), mmw_weight(nib, 3, sa[h], sb[h]));
-            }
-            *(uint4 *)&a[c][r][8 * ((4 * h + j) ^ (r % 8))] = make_uint4(v[0], v[1], v[2], v[3]);
+            for (int j = 0; j < 4; j++) /* values 32 h + 8 j.. + 7: bytes 8 j.. + 7, nibble h */
+                *(uint4 *)&a[c][r][8 * ((4 * h + j) ^ (r % 8))] =
+                    mmw_eight((qw[2 * j] >> (4 * h)) & 0x0f0f0f0fu, (qw[2 * j + 1] >> (4 * h)) & 0x0f0f0f0fu, 8388608.0f, sa, so);
         }
+    } else {
+        const float d = half_field(raw + 104 + 2 * (int)(st / 2 % 2)); /* the word holds the d of superblocks 2 i, 2 i + 1 */
+        const int8_t *scales = (const int8_t *)(raw + 96);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int blk = 2 * c + h;
+            const uint4 l0 = *(const uint4 *)(raw + 32 * h), l1 = *(const uint4 *)(raw + 32 * h + 16);
+            const uint4 h0 = *(const uint4 *)(raw + 64), h1 = *(const uint4 *)(raw + 80);
+            const unsigned lw[8] = { l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w };
+            const unsigned hw[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
+#pragma unroll
+            for (int j = 0; j < 4; j++) { /* values 32 h + 8 j.. + 7 of the tile: the block's 8 j.. */
+                const float sa = live ? __fmul_rn(d, (float)scales[2 * blk + j / 2]) : 0.0f;
+                unsigned q[2];
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+                    q[i] = ((lw[2 * j + i] >> (4 * c)) & 0x0f0f0f0fu) | ((hw[2 * j + i] >> (2 * blk)) & 0x03030303u) << 4;
+                *(uint4 *)&a[c][r][8 * ((4 * h + j) ^ (r % 8))] = mmw_eight(q[0], q[1], 8388640.0f, sa, 0.0f);
+            }
+        }
+    }
 }
 
 /* Whether this thread's decoded row (mmw_decode) is in the matrix. */
@@ -280,7 +344,8 @@ __device__ static inline bool mmw_live(const struct mmq_mat &w, bool pair, int64
  * st + 3's raw weights (one group, empty past the last stage, so that one
  * group is in flight at each wait); st's wgmmas, and st + 1's weights
  * decoded while they run. */
-__device__ static inline void mmw_step(const struct mmw_copies &cp, struct mmw_smem &sh, int64_t st, int64_t stages, bool live,
+template <int T>
+__device__ static inline void mmw_step(const struct mmw_copies &cp, struct mmw_smem<T> &sh, int64_t st, int64_t stages, bool live,
                                        float acc[64])
 {
     copy_wait<1>();
@@ -289,7 +354,7 @@ __device__ static inline void mmw_step(const struct mmw_copies &cp, struct mmw_s
     if (st + 2 < stages)
         mmw_fetch_x(cp, (int)((st + 2) % MMW_XRING), st + 2);
     if (st + 3 < stages)
-        mmw_fetch_w(cp, (int)((st + 3) % MMW_WRING), st + 3);
+        mmw_fetch_w<T>(cp, (int)((st + 3) % MMW_WRING), st + 3);
     copy_commit();
     const int wg = (int)threadIdx.x / 128, b = (int)(st % MMW_XRING);
     mmw_tile &a = sh.a[st % 2];
@@ -299,32 +364,32 @@ __device__ static inline void mmw_step(const struct mmw_copies &cp, struct mmw_s
         mmw_mma(acc, mmw_desc(&a[s / 4][64 * wg][16 * (s % 4)]), mmw_desc(&sh.b[b][s / 4][0][16 * (s % 4)]));
     mmw_commit();
     if (st + 1 < stages)
-        mmw_decode(sh, (int)((st + 1) % MMW_WRING), (int)((st + 1) % 2), live, sh.a[(st + 1) % 2]);
+        mmw_decode<T>(sh, (int)((st + 1) % MMW_WRING), st + 1, live, sh.a[(st + 1) % 2]);
     mmw_wait(acc);
 }
 #endif
 
-template <int P>
+template <int T, int P>
 __global__ void __launch_bounds__(MMW_THREADS, 1) mmw_kernel(const struct mmq_args m)
 {
 #ifdef MMW_ON
     extern __shared__ uint8_t smem_bytes[];
     /* aligned by pointer arithmetic, so that the compiler still sees shared memory (no generic loads) */
-    struct mmw_smem &sh = *(struct mmw_smem *)(smem_bytes + ((1024 - (uintptr_t)smem_bytes % 1024) % 1024));
+    struct mmw_smem<T> &sh = *(struct mmw_smem<T> *)(smem_bytes + ((1024 - (uintptr_t)smem_bytes % 1024) % 1024));
     grid_begin();
     int64_t r0;
     const struct mmq_mat w = mmq_tile_matrix<P>(m, MMW_ROWS / P, &r0);
     const int64_t c0 = (int64_t)blockIdx.y * MMW_COLS, stages = m.k / MMW_STAGE;
-    const struct mmw_copies cp = mmw_copies_of(m, w, sh, P == 2, r0, c0);
+    const struct mmw_copies cp = mmw_copies_of<T>(m, w, sh, P == 2, r0, c0);
     const bool live = mmw_live(w, P == 2, r0);
     /* the prologue's groups: raw weights 0 and 1 with activations 0, then raw weights 2 with activations 1 */
-    mmw_fetch_w(cp, 0, 0);
+    mmw_fetch_w<T>(cp, 0, 0);
     if (stages > 1)
-        mmw_fetch_w(cp, 1, 1);
+        mmw_fetch_w<T>(cp, 1, 1);
     mmw_fetch_x(cp, 0, 0);
     copy_commit();
     if (stages > 2)
-        mmw_fetch_w(cp, 2, 2);
+        mmw_fetch_w<T>(cp, 2, 2);
     if (stages > 1)
         mmw_fetch_x(cp, 1, 1);
     copy_commit();
@@ -332,13 +397,13 @@ __global__ void __launch_bounds__(MMW_THREADS, 1) mmw_kernel(const struct mmq_ar
         sh.scale[threadIdx.x] = c0 + threadIdx.x < m.nt ? m.xs[c0 + threadIdx.x] : 0.0f;
     copy_wait<1>();
     __syncthreads();
-    mmw_decode(sh, 0, 0, live, sh.a[0]);
+    mmw_decode<T>(sh, 0, 0, live, sh.a[0]);
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; i++)
         acc[i] = 0.0f;
     for (int64_t st = 0; st < stages; st++)
-        mmw_step(cp, sh, st, stages, live, acc);
+        mmw_step<T>(cp, sh, st, stages, live, acc);
     /* acc[4 j + i]: row 16 (warp % 4) + g + 8 (i / 2) of the warpgroup's 64, column 8 j + 2 t + i % 2 */
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, wg = warp / 4, g = lane / 4, t = lane % 4;
     const int row = 16 * (warp % 4) + g;
@@ -369,24 +434,27 @@ __global__ void __launch_bounds__(MMW_THREADS, 1) mmw_kernel(const struct mmq_ar
 
 extern "C" bool cuda_wgmma_enabled(void); /* device.cu */
 
-bool cuda_mmw_type(int t) { return t == TYPE_Q4_K && cuda_wgmma_enabled(); }
+bool cuda_mmw_type(int t) { return (t == TYPE_Q4_K || t == TYPE_Q6_K) && cuda_wgmma_enabled(); }
 
 extern "C" bool cuda_mmq_wgmma(enum tensor_type t, int64_t rows) { return cuda_mmq_f16(t, rows) && cuda_mmw_type(t); }
 
-void cuda_mmw_launch(const struct mmq_args &m, bool pair, cudaStream_t s)
+template <int T, int P>
+static void launch_mmw(const struct mmq_args &m, dim3 grid, cudaStream_t s)
+{
+    constexpr size_t bytes = sizeof(struct mmw_smem<T>) + 1024;
+    static const bool opted = (cuda_smem_opt_in((const void *)mmw_kernel<T, P>, bytes), true);
+    (void)opted;
+    launch(mmw_kernel<T, P>, grid, MMW_THREADS, bytes, s, m);
+}
+
+void cuda_mmw_launch(int t, const struct mmq_args &m, bool pair, cudaStream_t s)
 {
     int64_t rows = 0;
     for (int i = 0; i < (pair ? 1 : m.n_mat); i++)
         rows += (m.m[i].n + MMW_ROWS / (pair ? 2 : 1) - 1) / (MMW_ROWS / (pair ? 2 : 1));
     const dim3 grid((unsigned)rows, (unsigned)((m.nt + MMW_COLS - 1) / MMW_COLS));
-    constexpr size_t bytes = sizeof(struct mmw_smem) + 1024;
-    if (pair) {
-        static const bool opted = (cuda_smem_opt_in((const void *)mmw_kernel<2>, bytes), true);
-        (void)opted;
-        launch(mmw_kernel<2>, grid, MMW_THREADS, bytes, s, m);
-    } else {
-        static const bool opted = (cuda_smem_opt_in((const void *)mmw_kernel<1>, bytes), true);
-        (void)opted;
-        launch(mmw_kernel<1>, grid, MMW_THREADS, bytes, s, m);
-    }
+    if (t == TYPE_Q4_K)
+        pair ? launch_mmw<TYPE_Q4_K, 2>(m, grid, s) : launch_mmw<TYPE_Q4_K, 1>(m, grid, s);
+    else
+        pair ? launch_mmw<TYPE_Q6_K, 2>(m, grid, s) : launch_mmw<TYPE_Q6_K, 1>(m, grid, s);
 }

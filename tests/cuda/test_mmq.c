@@ -263,15 +263,14 @@ void test_mmq_matches_the_reference(void)
 
 /* The f16 kernel's launches of many columns (cuda_mmq_wgmma: on sm_90 the
  * wgmma kernel, which rounds the activations to f16 after a power-of-two
- * scale a column): 1088 rows (a partial tile of 128) of Q4_K by 300 columns
+ * scale a column): 1088 rows (a partial tile of 128) of Q4_K and Q6_K by 300 columns
  * (three tiles of 128, the last partial) whose magnitudes span 10^-3 to
  * 10^6 (past f16's range), against double within 2^-10 of the sum of
  * |w x|; a pair's silu(gate) up the same; a column's bits the same in a
  * launch of 20 columns and in a launch that starts at column 128. */
-void test_mmq_wide_columns(void)
+static bool wide_columns_case(enum tensor_type t)
 {
     enum { N = 1088, C = 300, PART_C = 20, SKIP = 128 };
-    const enum tensor_type t = TYPE_Q4_K;
     const int64_t k = 4096;
     static const float mags[4] = { 1.0f, 1e6f, 1e-3f, 3e4f }; /* Q8_1's f16 d holds nothing much smaller */
     struct error e;
@@ -335,9 +334,18 @@ void test_mmq_wide_columns(void)
     ok = ok && CHECK(memcmp(part, got + (size_t)N * SKIP, (size_t)N * (C - SKIP) * 4) == 0,
                      "columns %d.. differ in a launch that starts at them", SKIP);
     if (ok)
-        printf("    Q4_K %d rows, %d columns of magnitudes 1e-3..1e6 (%s): worst error %.2e of the sum of |w x| (bound 2^-10), "
+        printf("    %s %d rows, %d columns of magnitudes 1e-3..1e6 (%s): worst error %.2e of the sum of |w x| (bound 2^-10), "
                "pair %.2f of its bound; same bits in launches of columns 0.. and %d..\n",
-               N, C, cuda_mmq_wgmma(t, N) ? "wgmma kernel" : "mma.sync f16 kernel", worst, worst_pair, SKIP);
+               type_name(t), N, C, cuda_mmq_wgmma(t, N) ? "wgmma kernel" : "mma.sync f16 kernel", worst, worst_pair, SKIP);
     cuda_free(dw), cuda_free(dx), cuda_free(dy), cuda_free(dpart);
     free(wf), free(x), free(wd), free(wq), free(xq), free(got), free(part), free(xd), free(dots), free(scales);
+    return ok;
+}
+
+void test_mmq_wide_columns(void)
+{
+    static const enum tensor_type types[] = { TYPE_Q4_K, TYPE_Q6_K }; /* the wgmma kernel's, on sm_90 */
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!wide_columns_case(types[i]))
+            return;
 }
