@@ -117,6 +117,13 @@ if want sanitize; then
     }
     memcheck_prompt "Gemma 3 270M shape" "$(synth gemma3-270m q4_k_m)" # past its 512-token window
     memcheck_prompt "0.5B shape, F16" "$(synth qwen2.5-0.5b f16)"       # the prompt's matmuls on the bf16 tensor cores (mmf.cu)
+    for tool in memcheck racecheck; do # the wgmma kernel (sm_90: Q4_K, Q6_K), which the small models' shapes do not reach
+        (cd build && compute-sanitizer --tool "$tool" --error-exitcode 3 ./minfer-cuda-tests wide_ranging) >"$tmp/sanitize-wgmma.txt" 2>&1
+        rc=$?
+        { echo "== $tool wgmma (rc=$rc)"; tail -6 "$tmp/sanitize-wgmma.txt"; } >>"$out/sanitize.txt"
+        row "compute-sanitizer $tool (wgmma prompt matmuls)" \
+            "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/sanitize-wgmma.txt" | tail -1 | sed 's/========= //') rc=$rc"
+    done
 fi
 
 bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp512|GB per token|floor|fraction|pp2048|TOP/s
@@ -148,6 +155,12 @@ PY
 
 if want bench || want big || want profile; then
     build/minfer-gpu-bench 200 | tee "$out/gpu-bench.txt"
+    # a prompt's matmuls at the 8B's shapes: the kernels that run, then without the wgmma one (sm_90)
+    { build/minfer-gpu-bench prompt 20; MINFER_NO_WGMMA=1 build/minfer-gpu-bench prompt 20; } >"$tmp/prompt-mm.txt"
+    tee -a "$out/gpu-bench.txt" <"$tmp/prompt-mm.txt"
+    row "8B-shaped prompt matmuls, 512 columns (us)" "$(awk -F'|' '/^\| Q/ {gsub(/ /, "", $5); v[n++] = $5}
+        END {printf "pair %s, Q4_K 4096^2 %s, down Q4_K %s, Q6_K %s; MINFER_NO_WGMMA=1: %s, %s, %s, %s",
+             v[1], v[0], v[2], v[3], v[5], v[4], v[6], v[7]}' "$tmp/prompt-mm.txt")"
     bw=$(sed -n 's/.*copy: \([0-9]*\) GB\/s.*/\1/p' "$out/gpu-bench.txt")
     row "copy bandwidth (read + write)" "$bw GB/s"
 fi
@@ -163,6 +176,10 @@ if want bench || want big; then
         IFS='|' read -r label tg pp gb floor frac pp2048 tops <<<"$line"
         row "$label tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s ($gb GB/token): $frac"
         row "$label pp2048 (t/s); pp512 matmul TOP/s" "$pp2048; $tops (dense peaks: int8 1979, f16 989)"
+        if [ "$1 $2" = "qwen3-8b q4_k_m" ]; then # the same prompt without the wgmma kernel, in this run
+            MINFER_NO_WGMMA=1 build/minfer bench -m "$f" -p 512 -n 0 -r 3 --device cuda --json >"$tmp/nowgmma.json" 2>/dev/null
+            row "$label pp512, MINFER_NO_WGMMA=1 (t/s)" "$(python3 -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))[0]["tokens_per_second"])' "$tmp/nowgmma.json")"
+        fi
     done
     if want bench; then # the per-model binary: its kernels fixed at compile time, the same tokens
         f=$(synth qwen2.5-0.5b q4_k_m)
@@ -254,15 +271,15 @@ if want profile; then # one decode step's kernels under ncu (no graphs: ncu time
         { echo "## $1 $2"; python3 tools/ncu-step.py "$tmp/ncu-$1-$2.csv" "$bw"; echo; } | tee -a "$out/profile.md"
         row "$1-$2 decode step under ncu" "$(grep -A1 "^## $1 $2" "$out/profile.md" | tail -1)"
     done
-    if want big; then # the 8B's prompt matmuls (the f16 kernel): why its tensor pipe idles, four launches
+    if want big; then # the 8B's prompt matmuls (the wgmma kernel; mmh_kernel where it does not run), four launches
         f=$(synth qwen3-8b q4_k_m)
-        ncu --clock-control none --kernel-name regex:mmh_kernel --launch-skip 8 --launch-count 4 \
+        ncu --clock-control none --kernel-name regex:'mmw_kernel|mmh_kernel' --launch-skip 8 --launch-count 4 \
             --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
             --section Occupancy --section SchedulerStats --section InstructionStats --page raw \
             build/minfer bench -m "$f" -p 512 -n 0 -r 1 --device cuda --no-graphs 2>&1 |
-            grep -E 'mmh_kernel|issue_stalled|issue_active.avg.pct|smsp__inst_executed.sum |pipe_tensor_op_hmma_cycles_active.avg|t_sector_hit_rate.pct|warps_active.avg.pct|gpu__time_duration.sum' \
+            grep -E 'mmw_kernel|mmh_kernel|issue_stalled|issue_active.avg.pct|smsp__inst_executed.sum |pipe_tensor_op_hmma_cycles_active.avg|t_sector_hit_rate.pct|warps_active.avg.pct|gpu__time_duration.sum' \
             >"$out/profile-prompt.txt"
-        row "qwen3-8b-q4_k_m prompt matmuls under ncu" "$(grep -c mmh_kernel "$out/profile-prompt.txt") launches: profile-prompt.txt"
+        row "qwen3-8b-q4_k_m prompt matmuls under ncu" "$(grep -cE 'mmw_kernel|mmh_kernel' "$out/profile-prompt.txt") launches: profile-prompt.txt"
     fi
 fi
 

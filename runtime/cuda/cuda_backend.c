@@ -285,6 +285,8 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
     /* one ticket per 32 rows of a SwiGLU pair whose Q8_1 product a matmul of row length <= k_max reads */
     size_t tickets = (size_t)(z->k_max / 32 + 1) * sizeof(unsigned);
+    /* the prompt matmuls' stream scratch, sized here: it cannot grow inside a captured prompt */
+    const size_t prompt_scratch = cuda_prompt_scratch_bytes(z->n_batch, z->k_max);
     /* the weights: another engine's over this model, or a new copy (under
      * the lock, so two engines starting at once upload once) */
     pthread_mutex_lock(&registry_lock);
@@ -292,14 +294,14 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     size_t weights = 0;
     for (int i = 0; i < m->n_w && !s->weights; i++)
         weights += weight_bytes(&m->w[i]);
-    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + tickets;
+    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + tickets + prompt_scratch;
     size_t free_b = 0, total_b = 0;
     int rc = cuda_device_query(0, &s->info, e) || cuda_mem_info(&free_b, &total_b, e);
     if (!rc && need > free_b)
         rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f%s, KV cache %.1f, activations %.1f, "
                      "scratch %.1f) and %.1f MiB are free", (double)need / 1048576, (double)weights / 1048576,
                   s->weights ? ": shared with another engine" : "", (double)kv / 1048576,
-                  (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + tickets) / 1048576,
+                  (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + tickets + prompt_scratch) / 1048576,
                   (double)free_b / 1048576);
     if (!rc && !s->weights) {
         struct device_weights *w = calloc(1, sizeof *w);
@@ -315,6 +317,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     pthread_mutex_unlock(&registry_lock);
     if (!rc)
         s->dev = s->weights->dev;
+    void *scratch;
     if (!rc)
         rc = cuda_stream_create(&s->stream, e) || cuda_alloc((void **)&s->arena, z->arena_bytes, "the activation arena", e) ||
              cuda_alloc((void **)&s->kv_k, kv / 2, "the K cache", e) || cuda_alloc((void **)&s->kv_v, kv / 2, "the V cache", e) ||
@@ -322,6 +325,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
              cuda_alloc((void **)&s->tickets, tickets, "matmul tickets", e) ||
              cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
+             (prompt_scratch && cuda_stream_scratch(s->stream, prompt_scratch, &scratch, e)) ||
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
              cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->tickets, 0, tickets, s->stream, e);

@@ -38,6 +38,10 @@ bool cuda_mmq_f16(enum tensor_type t, int64_t rows);
 /* Whether those launches run on the wgmma kernel (mmq_wgmma.cu: sm_90,
  * Q4_K and Q6_K, unless MINFER_NO_WGMMA=1). */
 bool cuda_mmq_wgmma(enum tensor_type t, int64_t rows);
+/* The stream scratch (cuda_stream_scratch) a prompt of nt columns through
+ * matrices of rows up to k long needs: the wgmma kernel's f16 columns, or
+ * 0 where it does not run. */
+size_t cuda_prompt_scratch_bytes(int64_t nt, int64_t k);
 
 /* Whether the kernels can read weights of type t: as matmul weights,
  * embedding rows, and (decoded to f32 at registration) norm weights and biases. */

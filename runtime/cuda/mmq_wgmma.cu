@@ -438,6 +438,11 @@ bool cuda_mmw_type(int t) { return (t == TYPE_Q4_K || t == TYPE_Q6_K) && cuda_wg
 
 extern "C" bool cuda_mmq_wgmma(enum tensor_type t, int64_t rows) { return cuda_mmq_f16(t, rows) && cuda_mmw_type(t); }
 
+extern "C" size_t cuda_prompt_scratch_bytes(int64_t nt, int64_t k)
+{
+    return nt > CUDA_PROMPT_MIN_COLUMNS && cuda_wgmma_enabled() ? cuda_mmw_scratch_bytes(nt, k) : 0;
+}
+
 template <int T, int P>
 static void launch_mmw(const struct mmq_args &m, dim3 grid, cudaStream_t s)
 {
