@@ -30,9 +30,13 @@ static double stddev(const double *x, int64_t n, double mean)
 /* Tokens/s for n tokens as one batch (pp) or one at a time (tg). Every
  * step ends as greedy generation does, with the next token's id in hand
  * (engine_argmax), so the time is what a user waits, not what was queued.
- * One untimed run goes first, as llama-bench's warm-up does: the first run
- * of a shape also builds its graph and loads its kernels (a GPU's modules
- * load at their first launch), which a served model pays once. */
+ * Untimed runs go first, as llama-bench's warm-up does: the first run of a
+ * shape also builds its graph and loads its kernels (a GPU's modules load
+ * at their first launch), and the CUDA backend captures a shape's graph at
+ * its third run (cuda_backend.c's WARMUP_RUNS + 1), one-time costs a served
+ * model pays once. So three warm-ups: the timed runs are the steady state
+ * (the capture inside the timed runs cost the 0.5B's pp512 ~5%, BENCHMARKS.md). */
+#define BENCH_WARMUPS 3
 static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int64_t reps, struct result *r,
                    struct error *e)
 {
@@ -42,7 +46,7 @@ static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int6
     for (int64_t i = 0; i < depth + n && !rc; i++)
         ids[i] = (int32_t)((i * 7919 + 13) % s->engine.n_vocab);
     const int32_t *tok = ids + depth;
-    for (int64_t k = -1; k < reps && !rc; k++) { /* k = -1: the warm-up */
+    for (int64_t k = -BENCH_WARMUPS; k < reps && !rc; k++) { /* k < 0: the warm-ups */
         engine_truncate(&s->engine, 0);
         if (depth > 0 && (rc = engine_eval(&s->engine, ids, depth, e) || engine_argmax(&s->engine, &next, e)))
             break; /* the context, untimed; argmax waits for it */
