@@ -36,7 +36,9 @@ static enum prompt_kernel prompt_kernel(int t, int64_t n, int64_t k)
 }
 
 /* A prompt's launch on the tensor cores (mmq.cu on int8; mmq_f16.cu on
- * f16: cuda_mmq_f16; mmf.cu for F16 and BF16 weights): neighbouring
+ * f16: cuda_mmq_f16, or on sm_90 mmq_wgmma.cu for Q4_K and Q6_K, after
+ * one preparation of the columns a call; mmf.cu for F16 and BF16
+ * weights): neighbouring
  * matrices of one type, kernel and split in one launch (Q, K and V; Q and
  * K when V's type differs; gate and up as a pair), and the pair's Q8_1
  * product quantized from its f32 one (the CPU's quantizer, as the decode

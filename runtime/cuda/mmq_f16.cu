@@ -15,7 +15,8 @@
  * are rounded to f16 (a relative 2^-11), where the int8 kernel keeps them
  * exact. A column's value depends on neither the batch nor its tile (the
  * blocks in order, the same operations), so prompts keep the chunking
- * rule (DESIGN.md). */
+ * rule (DESIGN.md). On sm_90, Q4_K and Q6_K take mmq_wgmma.cu's kernel
+ * instead (cuda_mmq_wgmma). */
 #include "cuda/mmq_stage.cuh"
 
 #define MMH_STRIDE (32 * MMQ_BLOCKS + 8) /* halves a row of weights in shared memory: conflict-free ldmatrix */

@@ -1,6 +1,7 @@
-/* mmq_wgmma.cu: a prompt's Q4_K matmuls of many rows on sm_90's
- * asynchronous tensor-core instruction (wgmma), where mmq_f16.cu's
- * mma.sync kernel is issue-bound (BENCHMARKS.md). A CTA of two
+/* mmq_wgmma.cu: a prompt's Q4_K and Q6_K matmuls of many rows
+ * (cuda_mmq_wgmma) on sm_90's asynchronous tensor-core instruction
+ * (wgmma), where mmq_f16.cu's mma.sync kernel is issue-bound: about twice
+ * its speed (BENCHMARKS.md). A CTA of two
  * warpgroups computes 128 rows (a pair's: 64 of gate, 64 of up) by 128
  * columns; each warpgroup issues one m64n128k16 wgmma a step of 16, both
  * operands from shared memory, and decodes the next stage's weights
