@@ -25,8 +25,9 @@
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
-# ab:       AB="<other builds' minfer, carried> ..." against build/minfer,
-#           in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
+# ab:       AB="<other builds' minfer, carried> ..." against build/minfer
+#           (an entry NAME=VALUE: build/minfer with that in its
+#           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
 #           every bench, e.g. --no-graphs), on AB_MODELS ("preset type;...")
 #           or the 0.5B (and the 8B Q4_K_M and Q8_0 with big): each machine
@@ -196,7 +197,9 @@ fi
 
 if want ab; then # other builds against this one, in turns
     others=()
-    for b in ${AB:-}; do [ -x "$b" ] && others+=("$b") || row "A/B" "$b (in AB) is not an executable"; done
+    for b in ${AB:-}; do
+        [[ -x "$b" || "$b" == *=* ]] && others+=("$b") || row "A/B" "$b (in AB) is not an executable or NAME=VALUE"
+    done
     [ ${#others[@]} -gt 0 ] || row "A/B" "AB names no other build's minfer (carried)"
     if [ -n "${AB_MODELS:-}" ]; then
         IFS=';' read -ra models <<<"$AB_MODELS"
@@ -211,12 +214,14 @@ if want ab; then # other builds against this one, in turns
         rm -f "$tmp"/ab-*.json
         for round in $(seq "${AB_ROUNDS:-3}"); do
             for i in "${!others[@]}" this; do
-                bin=build/minfer
-                [ "$i" = this ] || bin=${others[$i]}
+                bin=(build/minfer)
+                if [ "$i" != this ]; then
+                    [[ "${others[$i]}" == *=* ]] && bin=(env "${others[$i]}" build/minfer) || bin=("${others[$i]}")
+                fi
                 for t in ${AB_TESTS:-pp512 tg128}; do # ppN: a prompt of N alone; tgN: N steps alone
                     case $t in pp*) args=(-p "${t#pp}" -n 0) ;; tg*) args=(-p 0 -n "${t#tg}") ;; *) continue ;; esac
                     # shellcheck disable=SC2086 # AB_FLAGS: extra bench flags, word-split on purpose
-                    "$bin" bench -m "$f" "${args[@]}" -r 4 --device cuda ${AB_FLAGS:-} --json \
+                    "${bin[@]}" bench -m "$f" "${args[@]}" -r 4 --device cuda ${AB_FLAGS:-} --json \
                         >"$tmp/ab-$i-$round-$t.json" 2>/dev/null
                 done
             done
