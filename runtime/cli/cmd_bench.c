@@ -35,7 +35,7 @@ static double stddev(const double *x, int64_t n, double mean)
  * at their first launch), and the CUDA backend captures a shape's graph at
  * its third run (cuda_backend.c's WARMUP_RUNS + 1), one-time costs a served
  * model pays once. So three warm-ups: the timed runs are the steady state
- * (the capture inside the timed runs cost the 0.5B's pp512 ~5%, BENCHMARKS.md). */
+ * (the capture inside the timed runs cost the 0.5B's pp512 ~7%, BENCHMARKS.md). */
 #define BENCH_WARMUPS 3
 static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int64_t reps, struct result *r,
                    struct error *e)

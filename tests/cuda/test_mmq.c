@@ -45,6 +45,26 @@ static bool same_as_own_launches(const struct cuda_matrix *m, int n_mat, int64_t
     return ok;
 }
 
+/* A pair's outputs got[i] = silu(g) u with gate and up the same matrix
+ * (so g = u = dots[i]) against silu(x) x in double: within rel scales[i]
+ * (a + b |x|) (the slope of silu(x) x bounded by a + b |x| where the sum
+ * is within rel scales[i]), plus 1e-5 of the value for the products'
+ * roundings. *worst, when not NULL, gets the largest error over its bound. */
+static bool pair_within_bound(enum tensor_type t, const float *got, const double *dots, const double *scales, int64_t count,
+                              double rel, double a, double b, const char *ref, double *worst)
+{
+    bool ok = true;
+    for (int64_t i = 0; i < count && ok; i++) {
+        const double want = silu_d(dots[i]) * dots[i], err = fabs(got[i] - want);
+        const double bound = rel * scales[i] * (a + b * fabs(dots[i])) + 1e-5 * fabs(want);
+        if (worst)
+            *worst = err / bound > *worst ? err / bound : *worst;
+        ok = CHECK(err <= bound, "%s pair %lld: gpu %.9g, silu(x) x of %s %.9g", type_name(t), (long long)i, (double)got[i], ref,
+                   want);
+    }
+    return ok;
+}
+
 /* y = W x + bias + res (as the graph's MATMUL_ADD), then the pair
  * silu(W x) * (W x) with its Q8_1 product, for one type. */
 static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
@@ -100,12 +120,7 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
                      "%s", e.msg);
     if (ok) {
         down(got, dy, yb);
-        for (int64_t i = 0; i < n * NT && ok; i++) {
-            const double want = silu_d(dots[i]) * dots[i];
-            ok = CHECK(fabs(got[i] - want) <= 1.1 * rel * dot_scales[i] + 1e-5 * fabs(want),
-                       "%s pair %lld: gpu %.9g, silu(x) x of quant_dot.c's terms %.9g", type_name(t), (long long)i,
-                       (double)got[i], want);
-        }
+        ok = pair_within_bound(t, got, dots, dot_scales, n * NT, rel, 1.1, 0, "quant_dot.c's terms", NULL);
         uint8_t *q8 = malloc((size_t)(n / 32) * 36 * NT), *want_q8 = malloc((size_t)(n / 32) * 36 * NT);
         down(q8, dq8, (size_t)(n / 32) * 36 * NT);
         for (int64_t c = 0; c < NT; c++)
@@ -182,11 +197,7 @@ static bool mmf_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
                      "%s", e.msg);
     if (ok) {
         down(got, dy, yb);
-        for (int64_t i = 0; i < n * NT && ok; i++) {
-            const double want = silu_d(dots[i]) * dots[i];
-            ok = CHECK(fabs(got[i] - want) <= 2.2 * rel * scales[i] * (1 + fabs(dots[i])) + 1e-5 * fabs(want), /* slope of silu(x) x: under 2.2 (1 + |x|) */
-                       "%s pair %lld: gpu %.9g, silu(x) x in double %.9g", type_name(t), (long long)i, (double)got[i], want);
-        }
+        ok = pair_within_bound(t, got, dots, scales, n * NT, rel, 2.2, 2.2, "double", NULL);
     }
     const int64_t rows[3] = { n, 32, 64 };
     float *dm[3] = { up(NULL, yb), up(NULL, yb), up(NULL, yb) };
@@ -313,12 +324,7 @@ static bool wide_columns_case(enum tensor_type t)
     if (ok) {
         float *pg = malloc(yb);
         down(pg, dy, yb);
-        for (int64_t i = 0; i < (int64_t)N * C && ok; i++) {
-            const double dot = dots[i], want = silu_d(dot) * dot;
-            const double bound = 0x1p-10 * scales[i] * (2 * fabs(dot) + 1.1) + 1e-5 * fabs(want), err = fabs(pg[i] - want);
-            worst_pair = err / bound > worst_pair ? err / bound : worst_pair;
-            ok = CHECK(err <= bound, "pair %lld: gpu %.9g, silu(x) x of double %.9g", (long long)i, (double)pg[i], want);
-        }
+        ok = pair_within_bound(t, pg, dots, scales, (int64_t)N * C, 0x1p-10, 1.1, 2, "double", &worst_pair);
         free(pg);
     }
     /* the chunking rule: the first columns alone, and the columns from SKIP on alone */
