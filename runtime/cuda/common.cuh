@@ -29,6 +29,7 @@
  * after it launch. Before sm_90, or with MINFER_NO_PDL=1 in the environment
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
+extern "C" bool cuda_stage_enabled(void);    /* device.cu: decode weights staged by bulk copies (sm_90) */
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
@@ -84,6 +85,38 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
     cfg.attrs = attr;
     cfg.numAttrs = cuda_pdl_enabled() ? 1 : 0;
     (void)cudaLaunchKernelEx(&cfg, k, ((P)args)...);
+}
+
+/* ---- bulk copies into shared memory (sm_90's TMA unit) ---- */
+
+/* One use of the mbarrier at bar: armed for `bytes` (by one thread), then
+ * copies of [src, src + n) into dst (16-byte aligned, n a multiple of 16)
+ * that complete it; bulk_wait returns once all those bytes are in. */
+__device__ static inline void bulk_arm(uint64_t *bar, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+#endif
+}
+
+__device__ static inline void bulk_copy(void *dst, const void *src, unsigned n, uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n), "r"((unsigned)__cvta_generic_to_shared(bar))
+                 : "memory");
+#endif
+}
+
+__device__ static inline void bulk_wait(uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .pred done;\n WAIT%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n @!done bra WAIT%=;\n}"
+                 ::"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+#endif
 }
 
 /* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums;

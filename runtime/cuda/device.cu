@@ -8,40 +8,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Programmatic dependent launch (common.cuh): on sm_90 and later, unless
- * MINFER_NO_PDL=1. Decided once per process, for device 0 (the one engines use). */
-extern "C" bool cuda_pdl_enabled(void)
+/* Whether device 0 has compute capability major.minor (exactly: minor >= 0;
+ * or later: minor < 0) and the environment does not set off=1: decided
+ * once per process into *once (-1 until then). */
+static bool decided_once(std::atomic<int> *once, int major, int minor, const char *off)
 {
-    static std::atomic<int> on{ -1 };
-    int v = on.load(std::memory_order_relaxed);
+    int v = once->load(std::memory_order_relaxed);
     if (v < 0) {
-        int major = 0;
-        const char *no = getenv("MINFER_NO_PDL");
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess)
-            cudaGetLastError(), major = 0; /* no device: launches will report it */
-        v = major >= 9 && !(no && strcmp(no, "1") == 0);
-        on.store(v, std::memory_order_relaxed);
+        int ma = 0, mi = 0;
+        const char *no = getenv(off);
+        if (cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+            cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+            cudaGetLastError(), ma = 0; /* no device: launches will report it */
+        v = (minor < 0 ? ma >= major : ma == major && mi == minor) && !(no && strcmp(no, "1") == 0);
+        once->store(v, std::memory_order_relaxed);
     }
     return v != 0;
 }
 
+/* Programmatic dependent launch (common.cuh): on sm_90 and later, unless
+ * MINFER_NO_PDL=1. */
+extern "C" bool cuda_pdl_enabled(void)
+{
+    static std::atomic<int> on{ -1 };
+    return decided_once(&on, 9, -1, "MINFER_NO_PDL");
+}
+
 /* The wgmma prompt kernel (mmq_wgmma.cu): built for sm_90a, whose code
  * runs on compute capability 9.0 only; off with MINFER_NO_WGMMA=1 (for
- * measurements). Decided once per process, for device 0. */
+ * measurements). */
 extern "C" bool cuda_wgmma_enabled(void)
 {
     static std::atomic<int> on{ -1 };
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        int major = 0, minor = 0;
-        const char *no = getenv("MINFER_NO_WGMMA");
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
-            cudaGetLastError(), major = 0;
-        v = major == 9 && minor == 0 && !(no && strcmp(no, "1") == 0);
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v != 0;
+    return decided_once(&on, 9, 0, "MINFER_NO_WGMMA");
+}
+
+/* Decode matmuls whose weights the TMA unit copies into shared memory
+ * (matmul_kernel.cuh): on sm_90 and later, unless MINFER_NO_STAGE=1. */
+extern "C" bool cuda_stage_enabled(void)
+{
+    static std::atomic<int> on{ -1 };
+    return decided_once(&on, 9, -1, "MINFER_NO_STAGE");
 }
 
 /* The multiprocessors of device 0 (0 when unknown): launches that size

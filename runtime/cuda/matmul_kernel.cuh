@@ -36,6 +36,7 @@ struct mm_args {
     int glu;           /* CUDA_EPI_PAIR: enum glu_gate */
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
+    unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
 };
 
 /* This lane's partial sums of R rows (w[0..R-1]: a SwiGLU pair's gate and
@@ -140,14 +141,18 @@ __device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq
  * go out as Q8_1 blocks of 32 rows: a batch's 32-warp CTAs quantize their
  * own; a decode step's small CTAs count themselves in per block (tickets)
  * and the last of a block quantizes it from the f32 products, so no CTA is
- * held to 32 registers a thread to fit 32 warps. At least one CTA an SM:
+ * held to 32 registers a thread to fit 32 warps. With STAGE (sm_90), each warp's weights come into shared
+ * memory by one bulk copy (the TMA unit), asked for before the grid
+ * dependency wait, so no register holds a load in flight. At least one CTA an SM:
  * the compiler may then give a lane the registers to have all of a
  * group's loads in flight (held to fewer, Q4_K streamed at 37% of copy
  * bandwidth instead of 46%). */
-template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1>
+template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false>
 __global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_args a)
 {
     __shared__ float outs[Q8 ? WARPS * NC : 1];
+    __shared__ uint64_t staged_bar[STAGE ? WARPS : 1];
+    extern __shared__ __align__(16) uint8_t staged[]; /* STAGE: a.stage bytes a warp */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t c0 = (int64_t)blockIdx.y * NC;
     const int nc = a.nt - c0 < NC ? (int)(a.nt - c0) : NC;
@@ -156,9 +161,19 @@ __global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_a
     while (mi < a.n_mat && r >= a.m[mi].n)
         r -= a.m[mi].n, mi++;
     const bool live = mi < a.n_mat;
-    if (live && blockIdx.y == 0) /* the weights are read-only: fetch them while the kernel before still runs */
-        for (int pair = 0; pair < (a.epi == CUDA_EPI_PAIR ? 2 : 1); pair++)
-            prefetch_l2(a.m[mi + pair].w + (size_t)r * a.m[mi + pair].row_bytes, RW * a.m[mi + pair].row_bytes);
+    const int n_w = a.epi == CUDA_EPI_PAIR ? 2 : 1; /* matrices a warp reads: the pair's gate and up */
+    uint8_t *mine = staged + (size_t)warp * a.stage;
+    if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
+        const unsigned rows = (unsigned)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r);
+        unsigned at = 0;
+        bulk_arm(&staged_bar[warp], rows * (unsigned)(a.m[mi].row_bytes + (n_w == 2 ? a.m[mi + 1].row_bytes : 0)));
+        for (int p = 0; p < n_w; at += RW * (unsigned)a.m[mi + p].row_bytes, p++)
+            bulk_copy(mine + at, a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, rows * (unsigned)a.m[mi + p].row_bytes,
+                      &staged_bar[warp]);
+    } else if (!STAGE && live && blockIdx.y == 0) {
+        for (int p = 0; p < n_w; p++)
+            prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, RW * a.m[mi + p].row_bytes);
+    }
     grid_begin();
     const int64_t k = K > 0 ? K : a.k;
     const uint8_t *xq = a.xq + (size_t)c0 * (size_t)(k / QK8) * 36;
@@ -169,9 +184,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_a
         float sums[2][NC];
         for (int c = 0; c < NC; c++)
             sums[0][c] = sums[1][c] = 0;
-        const uint8_t *const rows[2] = { m.w + (size_t)r * m.row_bytes,
-                                         a.epi == CUDA_EPI_PAIR ? a.m[1].w + (size_t)r * a.m[1].row_bytes
-                                         : RW == 2              ? m.w + (size_t)(r + 1) * m.row_bytes
+        if (STAGE) {
+            __syncwarp(); /* lane 0 armed the barrier */
+            bulk_wait(&staged_bar[warp]);
+        }
+        const uint8_t *const w0 = STAGE ? mine : m.w + (size_t)r * m.row_bytes;
+        const uint8_t *const rows[2] = { w0,
+                                         a.epi == CUDA_EPI_PAIR ? (STAGE ? mine + RW * m.row_bytes : a.m[1].w + (size_t)r * a.m[1].row_bytes)
+                                         : RW == 2              ? w0 + m.row_bytes
                                                                 : nullptr };
         if constexpr (T == TYPE_MIXED) {
             row_sums_of<NC, K>(m.type, rows[0], xq, xf, a.k, nc, &sums[0]);
@@ -242,13 +262,53 @@ static inline bool even_rows(const struct mm_args &a)
     return true;
 }
 
+/* The shared memory a warp of a decode launch takes to stage its rows
+ * (rw of each matrix it reads), or 0 where they are read from global
+ * memory instead: before sm_90 or with MINFER_NO_STAGE=1, rows that are
+ * not whole 16-byte units, or more than 48 KiB a CTA. */
+static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
+{
+    if (!cuda_stage_enabled())
+        return 0;
+    const int n = a.epi == CUDA_EPI_PAIR ? 2 : a.n_mat;
+    size_t most = 0, both = 0;
+    for (int i = 0; i < n; i++) {
+        if (a.m[i].row_bytes % 16)
+            return 0;
+        most = a.m[i].row_bytes > most ? a.m[i].row_bytes : most;
+        both += a.m[i].row_bytes;
+    }
+    const size_t per = (size_t)rw * (a.epi == CUDA_EPI_PAIR ? both : most);
+    return per * (size_t)warps <= 48 * 1024 ? (unsigned)per : 0;
+}
+
+/* A decode step's launch (one column) of W warps, RW rows each, its
+ * weights staged in shared memory where stage_bytes allows. (The pair with
+ * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7.) */
+template <int T, int K, int W, int RW>
+static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
+{
+    struct mm_args b = a;
+    b.stage = stage_bytes(a, RW, W);
+    if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
+        if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
+            launch(matmul_kernel<T, 4, 1, false, K, RW, true>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32, 4 * (size_t)b.stage, s, b);
+            return;
+        }
+    const dim3 grid((unsigned)((rows / RW + W - 1) / W));
+    if (b.stage)
+        launch(matmul_kernel<T, W, 1, false, K, RW, true>, grid, W * 32, (size_t)W * b.stage, s, b);
+    else
+        launch(matmul_kernel<T, W, 1, false, K, RW>, grid, W * 32, 0, s, b);
+}
+
 /* One launch of type T over the rows of a.m, with the row length K fixed
  * (or 0: a.k): a decode step's one column (BATCH false: the fewest
  * registers), or groups of eight columns. Q8_0 rows stream best with 8
  * warps a CTA, the rest with 4, and Q8_0 with two rows a warp sharing each
  * activation load (4096 x 4096: 54% -> 61% of copy bandwidth; Q4_K there
  * fell to 35% and Q6_K to 56%, half as many warps in flight; all measured
- * with minfer-gpu-bench). */
+ * with minfer-gpu-bench). A pair with its product as Q8_1 has 4 warps. */
 template <int T, int K, bool BATCH>
 static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
@@ -261,13 +321,10 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
     } else if (a.q8_out) {
         launch(matmul_kernel<T, 4, 1, true, K>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
+    } else if (T == TYPE_Q8_0 && a.epi != CUDA_EPI_PAIR && even_rows(a)) { /* two rows a warp: see above */
+        launch_step<T, K, W, 2>(a, rows, s);
     } else {
-        if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
-            if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {
-                launch(matmul_kernel<T, W, 1, false, K, 2>, dim3((unsigned)((rows / 2 + W - 1) / W)), W * 32, 0, s, a);
-                return;
-            }
-        launch(matmul_kernel<T, W, 1, false, K>, dim3((unsigned)((rows + W - 1) / W)), W * 32, 0, s, a);
+        launch_step<T, K, W, 1>(a, rows, s);
     }
 }
 

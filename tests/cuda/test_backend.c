@@ -6,7 +6,9 @@
  * bit for bit), and against itself: the same prompt twice, CUDA graph
  * replay against direct launches, a batch against single steps, two
  * engines at once against each alone, all bit for bit; a prompt long
- * enough for the prompt kernels (tensor cores) against the CPU too. */
+ * enough for the prompt kernels (tensor cores) against the CPU too. The
+ * Qwen2's n_ff of 1024 gives its Q4_K gate/up pair 1024 rows of 256: on
+ * sm_90 the wgmma prompt kernel, two stages deep. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/kernels.h"
 #include "engine.h"
 #include "model.h"
 #include "runner.h"
@@ -24,7 +27,7 @@ struct tiny {
 };
 
 static const struct tiny tinies[] = {
-    { "qwen2", "n_embd=256,n_layer=2,n_head=4,n_head_kv=2,n_ff=512,n_vocab=400,n_ctx=512,eps=1e-6", "q4_k_m" },
+    { "qwen2", "n_embd=256,n_layer=2,n_head=4,n_head_kv=2,n_ff=1024,n_vocab=400,n_ctx=512,eps=1e-6", "q4_k_m" },
     { "qwen3", "n_embd=256,n_layer=2,n_head=4,n_head_kv=2,head_dim=64,n_ff=384,n_vocab=400,n_ctx=512,eps=1e-6", "q8_0" },
     { "llama", "n_embd=192,n_layer=2,n_head=3,n_head_kv=1,n_ff=256,n_vocab=400,n_ctx=512,eps=1e-5", "f16" },
 };
@@ -208,6 +211,9 @@ static bool prompt_matches_the_cpu(int t, enum kv_type kv, const struct model *m
         printf("    %s (%s, KV %s): a %d-token prompt on the prompt kernels and %d steps after it against the CPU, "
                "worst %.3g, argmax agrees at %d of %d (bound 0.05); chunks of %d, one chunk, again (a captured graph): same bits\n",
                tinies[t].arch, tinies[t].type, kv_type_name(kv), N_PROMPT, N_STEPS, worst, agree, N_ALL, N_PROMPT / 2);
+    if (ok && t == 0 && kv == KV_F32)
+        printf("    (the qwen2's gate/up pair, Q4_K 1024 x 256, on the wgmma kernel: %s)\n",
+               cuda_mmq_wgmma(TYPE_Q4_K, 1024) ? "yes" : "no");
     ok = ok && CHECK(worst <= 0.05, "%s: the GPU's logits after a prompt differ from the CPU's by %.3g", tinies[t].arch, worst);
     free(a), free(b), free(c), free(d);
     engine_free(&cpu), engine_free(&gpu), engine_free(&halves);
