@@ -301,7 +301,8 @@ if nvcc then
   edge(("build %s/minfer-cuda-tests: link %s %s %s/libminfer.a"):format(B, table.concat(cuda_test_objs, " "), generic, B))
   table.insert(defaults, B .. "/minfer-cuda-tests")
   edge(("build %s/obj/tools/gpu_bench.o: cc %s/tools/gpu_bench.c"):format(B, S))
-  edge(("build %s/minfer-gpu-bench: link %s/obj/tools/gpu_bench.o %s/libminfer.a"):format(B, B, B))
+  edge(("build %s/obj/tools/gpu_bench_sync.o: nvcc %s/tools/gpu_bench_sync.cu"):format(B, S))
+  edge(("build %s/minfer-gpu-bench: link %s/obj/tools/gpu_bench.o %s/obj/tools/gpu_bench_sync.o %s/libminfer.a"):format(B, B, B, B))
   table.insert(defaults, B .. "/minfer-gpu-bench")
 end
 if fuzz_cc then

@@ -1,6 +1,7 @@
 /* gpu_bench.c: the decode GEMV (cuda_matmul, one column) on the GPU at Qwen3-8B's shapes, against the
  * memory-bandwidth floor measured in the same run (a device-to-device copy), then a decode step's
- * small kernels (norm, RoPE, attention) at two models' shapes.
+ * small kernels (norm, RoPE, attention) at two models' shapes, then what one dependency costs
+ * (gpu_bench_sync.cu).
  * Each GEMV streams its weights from DRAM (copies beyond the L2, used in turn).
  * Prints a table. usage: minfer-gpu-bench [REPS [SHAPE]] (SHAPE: one row of the table, from 0), or
  * minfer-gpu-bench prompt [REPS]: a prompt's matmuls at the same shapes (prompt_matmuls). */
@@ -21,6 +22,8 @@
 #define L2_FLUSH_BYTES ((size_t)256 << 20) /* a GEMV's weights, counted over its copies */
 
 static int fail_line(const struct error *e) { return fprintf(stderr, "gpu-bench: %s\n", e->msg), 1; }
+
+int gpu_bench_sync(int reps, struct error *e); /* gpu_bench_sync.cu */
 
 /* The small kernels of a decode step, each launched reps times back to
  * back (each launch waits for the one before, as in a step): us per launch,
@@ -276,5 +279,9 @@ int main(int argc, char **argv)
         cuda_free(dq), cuda_free(dt), cuda_free(dx), cuda_free(dxf), cuda_free(dy);
         free(wq), free(row), free(zero);
     }
-    return only < 0 ? small_kernels(reps) : 0;
+    if (only >= 0)
+        return 0;
+    if (small_kernels(reps))
+        return 1;
+    return gpu_bench_sync(reps, &e) ? fail_line(&e) : 0;
 }

@@ -1,0 +1,127 @@
+/* gpu_bench_sync.cu: what one dependency between two steps of a decode
+ * costs on the GPU, for minfer-gpu-bench, measured two ways: as a launch
+ * boundary (empty kernels one after another, programmatic dependent
+ * launches replayed from a CUDA graph, as a decode step's are) and as a
+ * barrier across every CTA of one persistent kernel (what a kernel per
+ * layer would use instead). */
+#include <stdio.h>
+#include <time.h>
+
+#include "cuda/common.cuh"
+#include "cuda/device.h"
+
+#define SYNC_THREADS 128
+#define SYNC_LAUNCHES 100          /* empty kernels a graph */
+#define SYNC_BARRIERS 2000         /* barriers a persistent launch */
+#define SYNC_SPIN_LIMIT (1u << 24) /* polls before a barrier gives up (bounded waits) */
+
+__global__ void __launch_bounds__(SYNC_THREADS) empty_kernel(void) { grid_begin(); }
+
+/* n barriers across the grid. count (arrivals) and gen (barriers passed)
+ * start at zero; the last CTA to arrive resets count and releases the next
+ * generation, the others poll gen. Every CTA must be resident at once (a
+ * few CTAs an SM of a kernel this small are); a barrier that waits past
+ * SYNC_SPIN_LIMIT polls sets *failed and the kernel stops. */
+__global__ void __launch_bounds__(SYNC_THREADS) barrier_kernel(unsigned *count, unsigned *gen, int n, unsigned *failed)
+{
+    __shared__ bool stuck;
+    grid_begin();
+    for (int i = 0; i < n; i++) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned g, prev, now, spins = 0;
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
+            asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(count) : "memory");
+            if (prev == gridDim.x - 1) {
+                *count = 0;
+                asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(gen), "r"(g + 1) : "memory");
+                now = g + 1;
+            } else {
+                do
+                    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(gen) : "memory");
+                while (now == g && ++spins < SYNC_SPIN_LIMIT);
+            }
+            stuck = now == g;
+            if (stuck)
+                atomicExch(failed, 1u);
+        }
+        __syncthreads();
+        if (stuck)
+            return;
+    }
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* us per empty launch of ctas CTAs in a replayed graph (a graph of
+ * SYNC_LAUNCHES: the GPU, not the host, sets the pace). */
+static int launch_boundary(int reps, unsigned ctas, double *us, struct error *e)
+{
+    void *st, *exec = NULL;
+    if (cuda_stream_create(&st, e) || cuda_capture_begin(st, e) || cuda_launch_begin("empty_kernel", e))
+        return -1;
+    for (int i = 0; i < SYNC_LAUNCHES; i++)
+        launch(empty_kernel, dim3(ctas), SYNC_THREADS, 0, (cudaStream_t)st);
+    if (cuda_launch_end("empty_kernel", e) || cuda_capture_end(st, &exec, e) || cuda_graph_launch(exec, st, e) ||
+        cuda_stream_sync(st, "warm-up", e))
+        return -1;
+    const double t0 = seconds();
+    for (int i = 0; i < reps; i++)
+        if (cuda_graph_launch(exec, st, e))
+            return -1;
+    if (cuda_stream_sync(st, "empty kernels", e))
+        return -1;
+    *us = (seconds() - t0) * 1e6 / reps / SYNC_LAUNCHES;
+    cuda_graph_destroy(exec);
+    cuda_stream_destroy(st);
+    return 0;
+}
+
+/* us per barrier of a persistent launch of ctas CTAs: a launch of
+ * SYNC_BARRIERS barriers less one of none, over SYNC_BARRIERS. */
+static int grid_barrier(unsigned ctas, unsigned *state, double *us, struct error *e)
+{
+    float ms[2];
+    for (int pass = 0; pass < 3; pass++) { /* the first pass warms up */
+        const int n = pass == 2 ? 0 : SYNC_BARRIERS;
+        struct cuda_timer *t;
+        if (cuda_memset_async(state, 0, 3 * sizeof(unsigned), NULL, e) || cuda_sync(e) || cuda_timer_start(&t, e) ||
+            cuda_launch_begin("barrier_kernel", e))
+            return -1;
+        launch(barrier_kernel, dim3(ctas), SYNC_THREADS, 0, (cudaStream_t)0, state, state + 1, n, state + 2);
+        if (cuda_launch_end("barrier_kernel", e) || cuda_timer_stop(t, &ms[pass == 2], e))
+            return -1;
+        unsigned failed;
+        if (cuda_download(&failed, state + 2, sizeof failed, e))
+            return -1;
+        if (failed)
+            return fail(e, "grid barrier: %u CTAs were not all resident (a barrier waited past %u polls)", ctas, SYNC_SPIN_LIMIT);
+    }
+    *us = (double)(ms[0] - ms[1]) * 1e3 / SYNC_BARRIERS;
+    return 0;
+}
+
+extern "C" int gpu_bench_sync(int reps, struct error *e)
+{
+    const unsigned sms = (unsigned)cuda_sm_count();
+    void *state;
+    if (sms == 0)
+        return fail(e, "sync: no multiprocessor count");
+    if (cuda_alloc(&state, 3 * sizeof(unsigned), "barrier state", e))
+        return -1;
+    printf("\n| one dependency (us) | CTAs | us |\n|---|---:|---:|\n");
+    for (unsigned per_sm = 1; per_sm <= 4; per_sm *= 4) {
+        double boundary, barrier;
+        if (launch_boundary(reps, per_sm * sms, &boundary, e) || grid_barrier(per_sm * sms, (unsigned *)state, &barrier, e))
+            return cuda_free(state), -1;
+        printf("| an empty kernel after an empty kernel (PDL, a replayed graph) | %u | %.2f |\n", per_sm * sms, boundary);
+        printf("| a barrier across one persistent kernel's CTAs | %u | %.2f |\n", per_sm * sms, barrier);
+    }
+    cuda_free(state);
+    return 0;
+}
