@@ -141,9 +141,10 @@ __device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq
  * go out as Q8_1 blocks of 32 rows: a batch's 32-warp CTAs quantize their
  * own; a decode step's small CTAs count themselves in per block (tickets)
  * and the last of a block quantizes it from the f32 products, so no CTA is
- * held to 32 registers a thread to fit 32 warps. With STAGE (sm_90), each warp's weights come into shared
- * memory by one bulk copy (the TMA unit), asked for before the grid
- * dependency wait, so no register holds a load in flight. At least one CTA an SM:
+ * held to 32 registers a thread to fit 32 warps. With STAGE (sm_90), each
+ * warp's weights come into shared memory by one bulk copy (the TMA unit),
+ * asked for before the grid dependency wait, so no register holds a load
+ * in flight. At least one CTA an SM:
  * the compiler may then give a lane the registers to have all of a
  * group's loads in flight (held to fewer, Q4_K streamed at 37% of copy
  * bandwidth instead of 46%). */
