@@ -183,12 +183,13 @@ struct online {
 };
 
 /* TURNS turns of the CTA's groups from position j0: turn u's group g takes
- * position j0 + u ATT_GROUPS + g (if before end). Every turn's K and V
+ * position j0 + u ATT_GROUPS + g (if before end), whose K and V rows are
+ * row j - row0 of kh and vh. Every turn's K and V
  * loads are issued before the first is used: one memory latency for TURNS
  * turns. Positions meet o in the same order whatever TURNS is, so the same
  * bits. Every lane of a warp runs every turn: the shuffles need them all. */
 template <int KT, int DL, int TURNS>
-__device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh, size_t row_bytes, int64_t j0,
+__device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh, int64_t row0, size_t row_bytes, int64_t j0,
                                            int64_t end, int g, int64_t first, int dl, const float qv[DL], float scale,
                                            struct online<DL> &o)
 {
@@ -197,8 +198,8 @@ __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh,
     for (int u = 0; u < TURNS; u++) {
         const int64_t j = j0 + u * ATT_GROUPS + g;
         if (j < end) {
-            kv_part<KT, DL>(kh + (size_t)j * row_bytes, first, dl, kv[u]);
-            kv_part<KT, DL>(vh + (size_t)j * row_bytes, first, dl, vv[u]);
+            kv_part<KT, DL>(kh + (size_t)(j - row0) * row_bytes, first, dl, kv[u]);
+            kv_part<KT, DL>(vh + (size_t)(j - row0) * row_bytes, first, dl, vv[u]);
         } else {
 #pragma unroll
             for (int k = 0; k < DL; k++)
@@ -233,6 +234,39 @@ __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh,
     }
 }
 
+/* A decode step's chunk of rows start..end - 1 into shared memory at st
+ * (K's rows, then V's, chunk rows apart), then kh and vh pointed there;
+ * returns start, the row they begin at. The rows before the step's
+ * position p were stored by earlier steps: one bulk copy each of K and V
+ * (sm_90's TMA unit), asked for before the grid dependency wait, while
+ * the kernel before still runs. Row p, which that kernel stores, is
+ * copied after the wait. */
+__device__ static int64_t stage_rows(const uint8_t *kh, const uint8_t *vh, int64_t start, int64_t end, int64_t p,
+                                     size_t row_bytes, uint8_t *st, int64_t chunk, uint64_t *bar, const uint8_t **k_out,
+                                     const uint8_t **v_out)
+{
+    const int64_t old = (end == p + 1 ? p : end) - start; /* rows stored by earlier steps */
+    uint8_t *sk = st, *sv = st + (size_t)chunk * row_bytes;
+    if (old > 0 && threadIdx.x == 0) {
+        const unsigned n = (unsigned)((size_t)old * row_bytes);
+        bulk_arm(bar, 2 * n);
+        bulk_copy(sk, kh + (size_t)start * row_bytes, n, bar);
+        bulk_copy(sv, vh + (size_t)start * row_bytes, n, bar);
+    }
+    grid_begin();
+    if (end == p + 1) /* this step's row, 16 bytes a thread */
+        for (size_t i = 16 * threadIdx.x; i < 2 * row_bytes; i += 16 * ATT_THREADS) {
+            const bool v = i >= row_bytes;
+            const size_t at = (size_t)p * row_bytes + (v ? i - row_bytes : i);
+            *(uint4 *)((v ? sv : sk) + (size_t)old * row_bytes + (v ? i - row_bytes : i)) = *(const uint4 *)((v ? vh : kh) + at);
+        }
+    __syncthreads(); /* the barrier armed, this step's row in */
+    if (old > 0)
+        bulk_wait(bar);
+    *k_out = sk, *v_out = sv;
+    return start;
+}
+
 /* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
  * values } over the chunk's positions. Sixteen groups of 8 lanes take
  * positions start + g, start + g + 16, ...; lane i of a group holds
@@ -246,17 +280,21 @@ __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh,
  * combines them. The ticket
  * decides only who combines, never the order of a sum, so the bits do not
  * depend on timing; the combiner leaves it at zero for the next launch. */
-template <int KT, int DL>
+template <int KT, int DL, bool STAGE>
 __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
     const int32_t *__restrict__ pos, int64_t c_base, int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
     int64_t window, size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
     uint8_t *__restrict__ q8)
 {
-    extern __shared__ float smem[]; /* ATT_GROUPS x (d + 2): each group's max, sum and values; then d */
+    /* ATT_GROUPS x (d + 2): each group's max, sum and values; then d; with
+     * STAGE, then the chunk's K rows and its V rows */
+    extern __shared__ __align__(16) float smem[];
     __shared__ float red[ATT_THREADS / 32];
     __shared__ bool last;
-    grid_begin();
+    __shared__ uint64_t staged_bar;
+    if (!STAGE)
+        grid_begin();
     const int64_t s = blockIdx.x, head = blockIdx.y, c = c_base + blockIdx.z, kvh = head / group;
     /* positions lo..p, in chunks s_lo..s_lo + live - 1 */
     const int64_t p = pos[c], lo = window > 0 && p >= window ? p - window + 1 : 0, s_lo = lo / chunk;
@@ -267,21 +305,25 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     const int g = threadIdx.x / 8, lane = threadIdx.x % 8, dl = (int)(d / 8);
     const int64_t first = (int64_t)lane * dl;
     const float scale = __fdiv_rn(1.0f, sqrtf((float)d));
+    const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
+    int64_t row0 = 0;
+    if (STAGE) /* the chunk's rows into shared memory: see stage_rows */
+        row0 = stage_rows(kh, vh, start, end, p, row_bytes, (uint8_t *)(smem + (size_t)ATT_GROUPS * (size_t)(d + 2) + d),
+                          chunk, &staged_bar, &kh, &vh);
     float qv[DL];
     const float *qh = q + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
 #pragma unroll
     for (int k = 0; k < DL; k++)
         qv[k] = k < dl ? qh[first + k] : 0.0f;
-    const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
     struct online<DL> o = { -INFINITY, 0.0f, {} };
     /* whole blocks of TURNS turns (TURNS turns' loads in flight at once),
      * then single turns: no turn past the chunk's end */
     constexpr int TURNS = KT != KV_Q8_0 && DL <= 16 ? ATT_TURNS : 1; /* Q8_0 rows, wider heads: spills */
     int64_t j0 = start;
     for (; j0 + TURNS * ATT_GROUPS <= end; j0 += TURNS * ATT_GROUPS)
-        attend_turns<KT, DL, TURNS>(kh, vh, row_bytes, j0, end, g, first, dl, qv, scale, o);
+        attend_turns<KT, DL, TURNS>(kh, vh, row0, row_bytes, j0, end, g, first, dl, qv, scale, o);
     for (; j0 < end; j0 += ATT_GROUPS)
-        attend_turns<KT, DL, 1>(kh, vh, row_bytes, j0, end, g, first, dl, qv, scale, o);
+        attend_turns<KT, DL, 1>(kh, vh, row0, row_bytes, j0, end, g, first, dl, qv, scale, o);
     const float m = o.m, l = o.l;
     float *acc = o.acc;
     float *mine = smem + (size_t)g * (size_t)(d + 2);
@@ -352,21 +394,26 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
 }
 
 template <int KT, int DL>
-static void launch_attention(dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb, const float *q,
-                             const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group, int64_t n_ctx,
-                             int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets, float *y, uint8_t *q8)
+static void launch_attention(bool stage, dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb,
+                             const float *q, const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group,
+                             int64_t n_ctx, int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets,
+                             float *y, uint8_t *q8)
 {
-    launch(attention_kernel<KT, DL>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, window,
-           rb, scratch, tickets, y, q8);
+    if (stage)
+        launch(attention_kernel<KT, DL, true>, grid, ATT_THREADS, smem + 2 * (size_t)chunk * rb, st, kb, vb, q, pos, c0, d, h,
+               group, n_ctx, chunk, window, rb, scratch, tickets, y, q8);
+    else
+        launch(attention_kernel<KT, DL, false>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk,
+               window, rb, scratch, tickets, y, q8);
 }
 
 template <int KT>
-static void launch_attention_kt(dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb,
+static void launch_attention_kt(bool stage, dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb,
                                 const float *q, const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group,
                                 int64_t n_ctx, int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets,
                                 float *y, uint8_t *q8)
 {
-#define ATT_ARGS grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, window, rb, scratch, tickets, y, q8
+#define ATT_ARGS stage, grid, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk, window, rb, scratch, tickets, y, q8
     if (d <= 64)
         launch_attention<KT, 8>(ATT_ARGS);
     else if (d <= 128)
@@ -374,6 +421,16 @@ static void launch_attention_kt(dim3 grid, size_t smem, cudaStream_t st, const u
     else
         launch_attention<KT, 32>(ATT_ARGS);
 #undef ATT_ARGS
+}
+
+/* Whether a launch stages its chunks' rows in shared memory (stage_rows):
+ * a decode step's (a batch's later tokens read rows its earlier ones
+ * store, which may not be read before the wait), on sm_90, with rows of
+ * whole 16-byte units and a chunk's K and V rows within 48 KiB beside the
+ * rest (no opt-in). */
+static bool stage_chunks(int64_t nt, size_t rb, int64_t chunk, size_t smem)
+{
+    return nt == 1 && cuda_stage_enabled() && rb % 16 == 0 && smem + 2 * (size_t)chunk * rb <= 48 * 1024;
 }
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,
@@ -401,16 +458,17 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
         const unsigned nq = (unsigned)(nt - c0 < ATT_QUERIES ? nt - c0 : ATT_QUERIES);
         const dim3 grid((unsigned)S, (unsigned)h, nq);
         uint8_t *q8b = (uint8_t *)q8;
+        const bool stage = stage_chunks(nt, rb, chunk, smem);
         if (cuda_launch_begin("attention_kernel", e))
             return -1;
         if (kt == KV_F32)
-            launch_attention_kt<KV_F32>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
+            launch_attention_kt<KV_F32>(stage, grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
                                         tickets, y, q8b);
         else if (kt == KV_F16)
-            launch_attention_kt<KV_F16>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
+            launch_attention_kt<KV_F16>(stage, grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
                                         tickets, y, q8b);
         else
-            launch_attention_kt<KV_Q8_0>(grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
+            launch_attention_kt<KV_Q8_0>(stage, grid, smem, st, kb, vb, q, pos, c0, d, h, h / h_kv, n_ctx, chunk, window, rb, scratch,
                                          tickets, y, q8b);
         if (cuda_launch_end("attention_kernel", e))
             return -1;

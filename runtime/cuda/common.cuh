@@ -114,8 +114,17 @@ __device__ static inline void bulk_copy(void *dst, const void *src, unsigned n, 
 __device__ static inline void bulk_wait(uint64_t *bar)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{\n .reg .pred done;\n WAIT%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n @!done bra WAIT%=;\n}"
-                 ::"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+    /* bounded: a copy that never completes traps (a launch error the
+     * stream reports) instead of hanging the step */
+    unsigned done = 0;
+    for (unsigned polls = 0; !done; polls++) {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"((unsigned)__cvta_generic_to_shared(bar))
+                     : "memory");
+        if (!done && polls == 1u << 26)
+            __trap();
+    }
 #endif
 }
 
