@@ -38,7 +38,9 @@
 #           for the 0.5B model (and the 8B ones with big); with big also
 #           four of the 8B's prompt matmul launches (the f16 kernel): stall
 #           reasons, issue-slot use and instruction count, tensor-pipe
-#           activity, hit rates (profile-prompt.txt).
+#           activity, hit rates (profile-prompt.txt); with long also the
+#           0.5B's decode attention after 16384 tokens: memory throughput,
+#           hit rates, stall reasons (profile-attention.txt).
 # Prints a short table last: each check, and for each model tg128 and pp512
 # in tokens/s with tg128 as a fraction of the floor (weight bytes read per
 # token / the copy bandwidth measured in the same run).
@@ -228,11 +230,11 @@ if want ab; then # other builds against this one, in turns
             done
         done
         for i in "${!others[@]}"; do
-            row "$1-$2: ${others[$i]} -> build/minfer" "$(python3 - "$tmp" "$i" ${AB_TESTS:-pp512 tg128} <<'PY'
+            row "$1-$2${AB_FLAGS:+ ($AB_FLAGS)}: ${others[$i]} -> build/minfer" "$(python3 - "$tmp" "$i" ${AB_TESTS:-pp512 tg128} <<'PY'
 import glob, json, sys
-def mean(side, test):
+def mean(side, test):  # a test after a context (-d in AB_FLAGS) is named "tg64 @ d4096"
     v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*-{test}.json"))
-         for r in json.load(open(f)) if r["test"] == test]
+         for r in json.load(open(f)) if r["test"].split(" @ ")[0] == test]
     return sum(v) / len(v) if v else float("nan")
 a = sys.argv[2]
 print("; ".join(f"{t} {mean(a, t):.1f} -> {mean('this', t):.1f} (x{mean('this', t) / mean(a, t):.3f})" for t in sys.argv[3:]))
@@ -277,6 +279,15 @@ if want profile; then # one decode step's kernels under ncu (no graphs: ncu time
         { echo "## $1 $2"; python3 tools/ncu-step.py "$tmp/ncu-$1-$2.csv" "$bw"; echo; } | tee -a "$out/profile.md"
         row "$1-$2 decode step under ncu" "$(grep -A1 "^## $1 $2" "$out/profile.md" | tail -1)"
     done
+    if want long; then # one decode step's attention after 16384 tokens (the 0.5B): where its time goes
+        f=$(synth qwen2.5-0.5b q4_k_m)
+        ncu --clock-control none --kernel-name regex:'^attention_kernel' --launch-count 24 \
+            --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --page raw \
+            build/minfer bench -m "$f" -p 0 -n 1 -d 16384 -r 1 -b 2048 --device cuda --no-graphs 2>&1 |
+            grep -E 'attention_kernel|gpu__time_duration.sum|dram__throughput.avg.pct_of_peak|lts__throughput.avg.pct|t_sector_hit_rate.pct|issue_stalled|warps_active.avg.pct' \
+            >"$out/profile-attention.txt"
+        row "qwen2.5-0.5b-q4_k_m attention @ d16384 under ncu" "$(grep -c 'attention_kernel' "$out/profile-attention.txt") launches: profile-attention.txt"
+    fi
     if want big; then # the 8B's prompt matmuls (the wgmma kernel; mmh_kernel where it does not run), four launches
         f=$(synth qwen3-8b q4_k_m)
         ncu --clock-control none --kernel-name regex:'mmw_kernel|mmh_kernel' --launch-skip 8 --launch-count 4 \
