@@ -293,6 +293,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     __shared__ float red[ATT_THREADS / 32];
     __shared__ bool last;
     __shared__ uint64_t staged_bar;
+    /* staged, the positions are read before the wait: they are the graph's
+     * input, written before its first kernel (the arena slot's next writer
+     * comes after this kernel) */
     if (!STAGE)
         grid_begin();
     const int64_t s = blockIdx.x, head = blockIdx.y, c = c_base + blockIdx.z, kvh = head / group;

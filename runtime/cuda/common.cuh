@@ -24,8 +24,11 @@
  * wait in grid_begin until this kernel has finished and its writes are
  * visible, hiding the launch gap between dependent kernels. Each kernel
  * calls grid_begin before it touches memory that another kernel writes or
- * reads (activations, caches, scratch); only read-only weights may be
- * touched before it (a prefetch into L2). grid_begin then lets the kernel
+ * reads (activations, caches, scratch); only what no kernel before it in
+ * the step writes may be touched before it (a kernel after it cannot start
+ * before it has passed its wait): read-only weights (asked into L2 or
+ * shared memory), the graph's inputs, and cache rows that earlier steps
+ * stored (attention.cu). grid_begin then lets the kernel
  * after it launch. Before sm_90, or with MINFER_NO_PDL=1 in the environment
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
