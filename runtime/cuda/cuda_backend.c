@@ -392,7 +392,7 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     }
     case OP_FFN_GLU: {
         const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
-        bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1];
+        bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1] && cuda_pair_writes_q8(w[0]->type, nt);
         if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, n->p.glu == GLU_GELU ? CUDA_EPI_PAIR_GELU : CUDA_EPI_PAIR,
                               q8 ? s->q8[1] : NULL, s->tickets, s->special, s->stream, e))
             return -1;

@@ -49,6 +49,10 @@ bool cuda_weight_type_ok(enum tensor_type t);
 /* Whether a matmul with weights of type t takes Q8_1 activations (the
  * quantized types) or f32 ones (F32, F16, BF16). */
 bool cuda_matmul_takes_q8(enum tensor_type t);
+/* Whether a gate/up pair of type t over nt columns that feeds a matmul
+ * should write its product as Q8_1 too (cuda_matmul_multi's q8_out), or
+ * leave the quantization to that matmul's own launch. */
+bool cuda_pair_writes_q8(enum tensor_type t, int64_t nt);
 
 /* embed.cu: y[:, c] = row ids[c] of w (n_embd x n_vocab, type t), decoded. */
 int cuda_embed(enum tensor_type t, const void *w, int64_t n_embd, const int32_t *ids, int64_t nt, float *y, void *stream,

@@ -22,6 +22,14 @@
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
+/* A decode step's pair writes its product as Q8_1 itself (its CTAs count
+ * in per 32-row block, the last quantizes) only for Q8_0 weights: for the
+ * others the next matmul's own quantize launch is shorter than the
+ * tickets' fence, atomic and re-read at the pair's end (tg128 against the
+ * tickets: 0.5B, Q5_0 pair, x1.076; 8B Q4_K x1.008; 8B Q8_0 x0.943). A
+ * batch's 32-warp CTAs quantize their own blocks without tickets. */
+bool cuda_pair_writes_q8(enum tensor_type t, int64_t nt) { return nt > 1 || t == TYPE_Q8_0; }
+
 /* Which tensor-core kernel a prompt's matrix of type t, n rows of k,
  * takes: none unless its rows are whole stages (mmf.cu: 32 values; the
  * quantized kernels: four 32-element blocks). */

@@ -5,6 +5,8 @@
 #ifndef MINFER_CUDA_MATMUL_KERNEL_CUH
 #define MINFER_CUDA_MATMUL_KERNEL_CUH
 
+#include <atomic>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 
@@ -147,9 +149,11 @@ __device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq
  * in flight. At least one CTA an SM:
  * the compiler may then give a lane the registers to have all of a
  * group's loads in flight (held to fewer, Q4_K streamed at 37% of copy
- * bandwidth instead of 46%). */
-template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false>
-__global__ void __launch_bounds__(WARPS * 32, 1) matmul_kernel(const struct mm_args a)
+ * bandwidth instead of 46%). FULL (staged launches of more CTAs than the
+ * SMs hold at once; 4 warps): registers held to 64 a thread, so that 8
+ * CTAs fit an SM (Q6_K's and the mixed launch's 89 held 5). */
+template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false, bool FULL = false>
+__global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const struct mm_args a)
 {
     __shared__ float outs[Q8 ? WARPS * NC : 1];
     __shared__ uint64_t staged_bar[STAGE ? WARPS : 1];
@@ -283,6 +287,27 @@ static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
     return per * (size_t)warps <= 48 * 1024 ? (unsigned)per : 0;
 }
 
+/* Whether a staged launch of ctas CTAs of 4 warps, smem bytes each, should
+ * take the kernel held to 8 CTAs an SM (FULL): when it has more CTAs than
+ * the SMs hold at once of the kernel as compiled (`free`), and 8 fit in an
+ * SM's shared memory. Q6_K's output matrix (151936 rows of 4096) went
+ * from 145 to 126 us (82% -> 95% of copy bandwidth); held throughout, the
+ * 0.5B's short launches lost 3% (minfer-gpu-bench, tg128 A/B). The
+ * occupancy is asked once per smem size (memo: the kernel's, smem << 8 |
+ * CTAs an SM). */
+static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigned smem, std::atomic<long long> *memo)
+{
+    long long m = memo->load(std::memory_order_relaxed);
+    if (m < 0 || (unsigned)(m >> 8) != smem) {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, free, 4 * 32, smem) != cudaSuccess)
+            cudaGetLastError(), per_sm = 8; /* unknown: as compiled (a failed launch reports itself) */
+        memo->store(m = (long long)smem << 8 | per_sm, std::memory_order_relaxed);
+    }
+    const int per_sm = (int)(m & 0xff);
+    return per_sm < 8 && 8 * (size_t)smem <= 200 * 1024 && ctas > (int64_t)per_sm * cuda_sm_count();
+}
+
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7.) */
@@ -297,6 +322,13 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
             return;
         }
     const dim3 grid((unsigned)((rows / RW + W - 1) / W));
+    if constexpr (W == 4 && RW == 1) {
+        static std::atomic<long long> memo{ -1 };
+        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true>, grid.x, W * b.stage, &memo)) {
+            launch(matmul_kernel<T, W, 1, false, K, RW, true, true>, grid, W * 32, (size_t)W * b.stage, s, b);
+            return;
+        }
+    }
     if (b.stage)
         launch(matmul_kernel<T, W, 1, false, K, RW, true>, grid, W * 32, (size_t)W * b.stage, s, b);
     else
