@@ -18,7 +18,7 @@ local function parse_args(args)
     elseif a == "--debug" then opts.debug = true
     elseif a == "--help" or a == "-h" then
       print("usage: lua5.4 configure.lua [--no-cuda] [--cuda-arch=89,90] [--debug] " ..
-            "[--sanitize=address,undefined] [--builddir=DIR] [--model=PRESET|FILE.gguf ...]")
+            "[--sanitize=address,undefined] [--builddir=DIR] [--model=PRESET[:MIX]|FILE.gguf ...]")
       os.exit(0)
     elseif k == "cuda-arch" then
       if not v:match("^%d+[%d,]*$") then die("--cuda-arch wants numbers like 89,90, got '" .. v .. "'") end
@@ -29,7 +29,9 @@ local function parse_args(args)
       end
       opts.sanitize = v
     elseif k == "model" then
-      if not (v:match("^[%w%.%-_]+$") or v:match("%.gguf$")) then die("--model wants a preset name or a .gguf file, got '" .. v .. "'") end
+      if not (v:match("^[%w%.%-_]+$") or v:match("^[%w%.%-_]+:[%w_]+$") or v:match("%.gguf$")) then
+        die("--model wants a preset name (with :MIX, a quant mix like q4_k_m) or a .gguf file, got '" .. v .. "'")
+      end
       table.insert(opts.models, v)
     elseif k == "builddir" then
       if v == "" or v:match("[%s$:]") then die("--builddir must be a plain path, got '" .. v .. "'") end
@@ -270,14 +272,24 @@ edge(("build test: run_tests %s/minfer-tests | %s/minfer %s/minfer-compile %s/mi
   B, B, B, B))
 local defaults = { B .. "/minfer", B .. "/minfer-tests", B .. "/minfer-model-tests", B .. "/demo-q4_k_m.gguf", B .. "/quant-rmse",
                    B .. "/minfer-compile" }
--- Per-model binaries: --model=PRESET|FILE.gguf builds minfer-<name> with
--- that model's shapes compiled in. The tests always get one to check.
-local models = { "qwen2.5-0.5b", "gemma3-270m" }
+-- Per-model binaries: --model=PRESET[:MIX]|FILE.gguf builds minfer-<name>
+-- with that model's shapes compiled in (and its weight types, from the
+-- file or the quant mix). The tests always get two to check; a --model of
+-- the same name replaces one.
+local function model_name(m) return m:match("([^/]+)%.gguf$") or m:gsub(":.*", "") end
+local models = { "qwen2.5-0.5b:q4_k_m", "gemma3-270m:q4_k_m" }
 for _, m in ipairs(opts.models) do
-  if m ~= models[1] and m ~= models[2] then table.insert(models, m) end
+  local replaced = false
+  for i, d in ipairs(models) do
+    if model_name(d) == model_name(m) then
+      if i > 2 then die("--model " .. m .. " and " .. d .. " both make minfer-" .. model_name(m)) end
+      models[i], replaced = m, true
+    end
+  end
+  if not replaced then table.insert(models, m) end
 end
 for _, m in ipairs(models) do
-  local name = m:match("([^/]+)%.gguf$") or m
+  local name = model_name(m)
   local prefix = name:gsub("[^%w]", "_"):lower()
   local what = m:match("%.gguf$") and (run("realpath '" .. m .. "'") or die("cannot find " .. m)) or m
   local objs = gen_arch(nil, prefix, what)

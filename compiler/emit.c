@@ -13,6 +13,7 @@
 
 /* Generated code states the graph ABI it was made for (runtime/graph.h). */
 #include "graph.h"
+#include "quant/tensor_type.h"
 #define GRAPH_ABI_VERSION_FOR_EMIT GRAPH_ABI_VERSION
 
 struct names {
@@ -443,6 +444,75 @@ static void add_cpu_kernels(const struct ir *ir, struct tscope *root)
     }
 }
 
+/* A per-model build's typed decode launches (ir->typed): one entry per
+ * distinct (op, k, the launch's row sets, their types) over the layers. A
+ * pair's one row set is the gate's, of the gate's and up's types. The
+ * launch's type is theirs when they agree, else TYPE_MIXED. */
+struct typed_launch {
+    int op;
+    int64_t k, n[3];
+    int t[3];
+};
+
+static void add_typed(struct tscope *root, const struct typed_launch *l, int id)
+{
+    struct tscope *s = tscope_add(root, "typed");
+    tscope_set(s, "id", "%d", id);
+    tscope_set(s, "op", "%s", ir_op_name(l->op));
+    tscope_set(s, "k", "%lld", (long long)l->k);
+    bool same = true;
+    for (int j = 0; j < 3; j++) {
+        static const char *const nf[3] = { "n0", "n1", "n2" }, *const tf[3] = { "t0", "t1", "t2" };
+        tscope_set(s, nf[j], "%lld", (long long)l->n[j]);
+        if (l->t[j] < 0)
+            tscope_set(s, tf[j], "-1");
+        else
+            tscope_set(s, tf[j], "TYPE_%s", type_name((uint32_t)l->t[j]));
+        same = same && (l->t[j] < 0 || l->t[j] == l->t[0]);
+    }
+    tscope_set(s, "t", same ? "TYPE_%s" : "TYPE_MIXED", type_name((uint32_t)l->t[0]));
+}
+
+static bool same_launch(const struct typed_launch *a, const struct typed_launch *b)
+{
+    bool same = a->op == b->op && a->k == b->k;
+    for (int j = 0; j < 3; j++)
+        same = same && a->n[j] == b->n[j] && a->t[j] == b->t[j];
+    return same;
+}
+
+static void add_typed_kernels(const struct ir *ir, struct tscope *root)
+{
+    struct typed_launch seen[IR_MAX_NODES];
+    int count = 0;
+    const int64_t n_layer = ir->hp[ir->n_layer_hp].value;
+    for (int i = 0; ir->typed && i < ir->n_node; i++) {
+        const struct ir_node *x = &ir->node[i];
+        if (x->dead || x->op == IR_OP_CARRY || !op_is_matmul(x->op))
+            continue;
+        const int n_w = op_info(x->op)->n_w;
+        bool per_layer = false;
+        for (int j = 0; j < n_w; j++)
+            per_layer = per_layer || ir->t[x->weight[j]].per_layer;
+        for (int64_t l = 0; l < (per_layer ? n_layer : 1); l++) {
+            struct typed_launch t = { x->op, fixed_value(ir, &ir->node[x->src[0]].ne[0]), { 0, 0, 0 }, { -1, -1, -1 } };
+            for (int j = 0; j < n_w; j++) {
+                const struct ir_tensor *w = &ir->t[x->weight[j]];
+                t.t[j] = w->type[w->per_layer ? l : 0];
+                if (x->op != OP_FFN_GLU || j == 0)
+                    t.n[j] = fixed_value(ir, &w->ne[1]);
+            }
+            bool dup = t.k <= 0 || t.t[0] < 0;
+            for (int j = 0; !dup && j < count; j++)
+                dup = same_launch(&seen[j], &t);
+            if (!dup && count < IR_MAX_NODES) {
+                seen[count] = t;
+                add_typed(root, &t, count++);
+            }
+        }
+    }
+}
+
 static void upper(const char *in, char *out, size_t n)
 {
     size_t i = 0;
@@ -476,6 +546,7 @@ int emit_arch(const struct ir *ir, const struct plan *plan, const char *prefix, 
     add_hparams(ir, preset, root);
     add_tensors(ir, &nm, root);
     add_cpu_kernels(ir, root);
+    add_typed_kernels(ir, root);
     int rc = add_graph(ir, plan, &nm, root, e);
     if (!rc && add_layer_values(ir, &nm, root))
         rc = fail(e, "%s: a per-layer value's code is too long", ir->file);

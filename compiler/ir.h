@@ -15,6 +15,7 @@
 #define IR_MAX_TENSORS 64
 #define IR_MAX_NODES 512
 #define IR_MAX_CARRIED 4
+#define IR_MAX_TYPED_LAYERS 256 /* layers whose weight types a specialized build records */
 #define IR_SYM_NT (EXPR_SYMBOLS - 1)   /* the token count: a shape symbol that is not a hyperparameter */
 #define IR_SYM_NOUT (EXPR_SYMBOLS - 2) /* the tokens whose logits are wanted (1 while generating, nt for perplexity) */
 #define IR_SYM_LAYER (EXPR_SYMBOLS - 3) /* the layer's index, in per-layer conditions only */
@@ -56,6 +57,9 @@ struct ir_tensor {
     struct expr ne[4];
     char ne_text[4][96]; /* as written */
     int line;
+    /* specialization with weight types (a GGUF file, or a preset's quant
+     * mix): the type in each layer (index 0 when not per layer), -1 unknown */
+    signed char type[IR_MAX_TYPED_LAYERS];
 };
 
 struct ir_node {
@@ -95,6 +99,7 @@ struct ir {
     struct ir_node node[IR_MAX_NODES];
     int n_node;
     int n_layer_hp;       /* hparam giving the layer loop's count */
+    bool typed;           /* specialized with weight types: ir_tensor.type holds them */
     int n_ctx_hp;         /* hparam giving the model's training context */
     int n_carried;
     int carried_init[IR_MAX_CARRIED];  /* value entering the loop */

@@ -1,6 +1,9 @@
 /* specialize.c: binds hyperparameters to one model (see specialize.h). Only
  * the hyperparameters that appear in a shape (and the layer count) are
- * fixed: a context length or a norm epsilon stays a value read at load. */
+ * fixed: a context length or a norm epsilon stays a value read at load.
+ * The weights' types are recorded too where the model gives them: a GGUF
+ * file's own, or a preset's under a quant mix (PRESET:MIX, the types
+ * `minfer quantize` and `minfer synth` give it). */
 #include "specialize.h"
 
 #include <stdio.h>
@@ -9,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "hparams.h"
 #include "presets.h"
+#include "quant/quantize_recipe.h"
 
 static bool is_gguf(const char *what)
 {
@@ -65,13 +69,83 @@ static int from_gguf(struct ir *ir, const char *path, int64_t *values, bool *kno
     return rc < 0 ? fail_prefix(e, "%s", path) : 0;
 }
 
+/* A preset name (what, up to a ':') and its quant mix (after it, or NULL). */
+static const struct preset *preset_of(const char *what, const struct recipe **mix, struct error *e)
+{
+    char name[64];
+    const char *colon = strchr(what, ':');
+    snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - what) : (int)strlen(what), what);
+    const struct preset *p = preset_find(name);
+    if (!p)
+        return fail(e, "unknown preset '%s' (known: %s; or give a .gguf file)", name, preset_names()), NULL;
+    *mix = colon ? recipe_find(colon + 1) : NULL;
+    if (colon && !*mix)
+        return fail(e, "%s: unknown quant mix '%s' (known: %s)", what, colon + 1, recipe_names()), NULL;
+    return p;
+}
+
+/* The GGUF name of tensor t in layer l. */
+static void tensor_name(const struct ir_tensor *t, int l, char *out, size_t n)
+{
+    if (t->per_layer)
+        snprintf(out, n, t->pattern, l);
+    else
+        snprintf(out, n, "%s", t->pattern);
+}
+
+/* Each tensor's type in each layer: from the file g, or from the mix for
+ * the preset p (tensors of ne evaluated from values); an absent optional
+ * tensor takes its fallback's. */
+static int record_types(struct ir *ir, const struct gguf *g, const struct recipe *mix, const struct preset *p,
+                        const int64_t *values, const bool *known, struct error *e)
+{
+    const int64_t n_layer = values[ir->n_layer_hp];
+    if (n_layer > IR_MAX_TYPED_LAYERS)
+        return fail(e, "%lld layers: a specialized build records the types of at most %d", (long long)n_layer,
+                    IR_MAX_TYPED_LAYERS);
+    for (int i = 0; i < ir->n_t; i++) {
+        struct ir_tensor *t = &ir->t[i];
+        memset(t->type, -1, sizeof t->type);
+        for (int l = 0; l < (t->per_layer ? n_layer : 1); l++) {
+            char name[96];
+            tensor_name(t, l, name, sizeof name);
+            if (g) {
+                const struct gguf_tensor *gt = gguf_find_tensor(g, name);
+                if (gt)
+                    t->type[l] = (signed char)gt->type;
+                else if (t->fallback >= 0)
+                    t->type[l] = ir->t[t->fallback].type[l];
+                else if (!t->optional)
+                    return fail(e, "tensor '%s' is not in the file", name);
+                continue;
+            }
+            if (t->optional && t->fallback >= 0 && p->tied) { /* not stored: the fallback's */
+                t->type[l] = ir->t[t->fallback].type[l];
+                continue;
+            }
+            uint64_t ne[4] = { 1, 1, 1, 1 };
+            for (int d = 0; d < t->n_dims; d++) {
+                int64_t v;
+                if (expr_eval(&t->ne[d], values, known, &v))
+                    return fail(e, "tensor '%s': its shape is not fixed by the preset", name);
+                ne[d] = (uint64_t)v;
+            }
+            const struct tensor_desc desc = { name, (uint32_t)t->n_dims, ne, t->per_layer ? l : -1, (int)n_layer, !p->tied };
+            t->type[l] = (signed char)recipe_type(mix, &desc, false);
+        }
+    }
+    ir->typed = true;
+    return 0;
+}
+
 int specialize(struct ir *ir, const char *what, struct error *e)
 {
     int64_t values[EXPR_SYMBOLS] = { 0 };
     bool known[EXPR_SYMBOLS] = { false };
-    const struct preset *p = is_gguf(what) ? NULL : preset_find(what);
+    const struct recipe *mix = NULL;
+    const struct preset *p = is_gguf(what) ? NULL : preset_of(what, &mix, e);
     if (!p && !is_gguf(what))
-        return fail(e, "unknown preset '%s' (known: %s; or give a .gguf file)", what, preset_names());
+        return -1;
     if (p ? from_preset(ir, p, values, known, e) : from_gguf(ir, what, values, known, e))
         return -1;
     /* Defaults and derivations, in declaration order (they only look back). */
@@ -100,15 +174,24 @@ int specialize(struct ir *ir, const char *what, struct error *e)
         ir->hp[i].fixed = true;
         ir->hp[i].value = values[i];
     }
-    return 0;
+    if (p && !mix)
+        return 0; /* shapes only: the types stay the file's, at load */
+    struct gguf g;
+    if (!p && gguf_open(&g, what, e))
+        return -1;
+    int rc = record_types(ir, p ? NULL : &g, mix, p, values, known, e);
+    if (!p)
+        gguf_free(&g);
+    return rc ? fail_prefix(e, "%s", what) : 0;
 }
 
 int specialize_arch(const char *what, char *arch, size_t n, struct error *e)
 {
     if (!is_gguf(what)) {
-        const struct preset *p = preset_find(what);
+        const struct recipe *mix;
+        const struct preset *p = preset_of(what, &mix, e);
         if (!p)
-            return fail(e, "unknown preset '%s' (known: %s; or give a .gguf file)", what, preset_names());
+            return -1;
         snprintf(arch, n, "%s", p->arch);
         return 0;
     }

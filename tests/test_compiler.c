@@ -206,8 +206,25 @@ Test(compiler, specializing_fixes_the_shapes)
     snprintf(path, sizeof path, "%s/kernels.cu", dir);
     char *cu = slurp_file(path);
     cr_assert(cu && strstr(cu, "CUDA_MATMUL_INSTANCE(4096)") && strstr(cu, "CUDA_MATMUL_INSTANCE(12288)") &&
-              strstr(cu, "{ OP_MATMUL_ADD, 12288, 4096, cuda_matmul_k12288 },"), "%s", cu);
+              strstr(cu, "{ OP_MATMUL_ADD, 12288, 4096, cuda_matmul_k12288, { 0, 0, 0 }, { -1, -1, -1 } },") &&
+              !strstr(cu, "CUDA_MATMUL_TYPED"), "a preset without a quant mix fixes no types:\n%s", cu);
     free(cu);
+    /* with a quant mix, each launch's row sets and types too: Q4_K_M's Q6_K
+     * V (and down) in some layers, the Q6_K output */
+    snprintf(args, sizeof args, "--specialize qwen3-8b:q4_k_m --prefix qwen3_8b --out %s", dir);
+    cr_assert_eq(compile(&out, args), 0, "%s", out);
+    free(out);
+    cu = slurp_file(path);
+    cr_assert(cu && strstr(cu, ", 4096, TYPE_MIXED, 4096, 1024, 1024, TYPE_Q4_K, TYPE_Q4_K, TYPE_Q6_K)") &&
+              strstr(cu, ", 4096, TYPE_Q4_K, 4096, 1024, 1024, TYPE_Q4_K, TYPE_Q4_K, TYPE_Q4_K)") &&
+              strstr(cu, ", 4096, TYPE_Q4_K, 12288, 0, 0, TYPE_Q4_K, TYPE_Q4_K, -1)") &&
+              strstr(cu, ", 12288, TYPE_Q6_K, 4096, 0, 0, TYPE_Q6_K, -1, -1)") &&
+              strstr(cu, ", 4096, TYPE_Q6_K, 151936, 0, 0, TYPE_Q6_K, -1, -1)") &&
+              strstr(cu, "{ OP_FFN_GLU, 4096, 12288, cuda_matmul_typed"), "%s", cu);
+    free(cu);
+    cr_assert_eq(compile(&out, "--specialize qwen3-8b:q3_x --prefix x --out /tmp/never"), 1);
+    cr_assert(strstr(out, "qwen3-8b:q3_x: unknown quant mix 'q3_x' (known: "), "%s", out);
+    free(out);
     snprintf(path, sizeof path, "%s/model.c", dir);
     char *m = slurp_file(path);
     cr_assert(m && strstr(m, "hp_expect(&r, \"qwen3-8b\", \"n_embd\", \"qwen3.embedding_length\", hp->n_embd, 4096)"));

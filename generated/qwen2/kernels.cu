@@ -2,12 +2,14 @@
  * The CUDA backend's decode matmuls for this architecture (generic build):
  * the matmul kernel instantiated for every weight type at each row length
  * the build fixes (a compile-time constant, so the block loop's bounds are
- * known), listed by (op, row length k, output rows n). A generic build
- * fixes none and runs the runtime-shaped kernel. */
+ * known), listed by (op, row length k, output rows n); and where the build
+ * knows the model's weight types (a GGUF file, or a preset's quant mix),
+ * each launch the model makes with its rows and types fixed too, listed
+ * first. A generic build fixes none and runs the runtime-shaped kernel. */
 #include "cuda/matmul_kernel.cuh"
 #include "graph_ops.h"
 
 
 extern "C" const struct cuda_kernel qwen2_cuda_kernels[] = {
-    { OP_COUNT, 0, 0, NULL }, /* the end */
+    { OP_COUNT, 0, 0, NULL, { 0, 0, 0 }, { -1, -1, -1 } }, /* the end */
 };

@@ -123,14 +123,19 @@ struct cuda_matrix {
 };
 /* A per-model build's decode matmuls (generated kernels.cu): the kernel
  * with the model's row lengths fixed at compile time, one entry per
- * (op, k, n) the graph has, up to an entry whose matmul is NULL. The bits
- * are the generic kernel's (tests/cuda). */
+ * (op, k, n) the graph has; before them, where the build knows the
+ * model's weight types, one entry per launch it makes with its row sets
+ * and their types fixed too (a pair's one row set is the gate's, its
+ * types the gate's and the up's); up to an entry whose matmul is NULL.
+ * The bits are the generic kernel's (tests/cuda). */
 struct mm_args; /* matmul_kernel.cuh */
 typedef void (*cuda_matmul_fn)(int type, const struct mm_args *a, int64_t rows, void *stream);
 struct cuda_kernel {
     int op;
     int64_t k, n;
     cuda_matmul_fn matmul;
+    int64_t rows[3]; /* a typed entry's row sets (0: none) */
+    int types[3];    /* and their types; -1: an entry for any types */
 };
 /* Each compiled architecture's table, listed by the generated registry. */
 struct cuda_kernel_table {

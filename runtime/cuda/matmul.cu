@@ -99,11 +99,29 @@ static int mmq_matmul(const struct mm_args &a, int n_mat, void *q8_out, cudaStre
     return q8_out ? cuda_quantize_q8_1(a.m[0].y, q8_out, a.m[0].n * a.nt, s, e) : 0;
 }
 
-/* The generated decode matmul for row length k in special, or NULL. */
-static cuda_matmul_fn special_for(const struct cuda_kernel *special, int64_t k)
+/* Whether special's typed entry e is the launch of a (n_mat matrices; a
+ * pair's row set is the gate's): its row sets and types, exactly. */
+static bool typed_match(const struct cuda_kernel &e, const struct mm_args &a, int n_mat)
+{
+    const bool pair = a.epi == CUDA_EPI_PAIR;
+    for (int i = 0; i < 3; i++) {
+        const bool has = i < n_mat;
+        const int64_t n = has && !(pair && i > 0) ? a.m[i].n : 0;
+        if (e.rows[i] != n || e.types[i] != (has ? a.m[i].type : -1))
+            return false;
+    }
+    return true;
+}
+
+/* The generated decode matmul for a in special: the typed entry of its
+ * row sets and types, else the entry for its row length, else NULL. */
+static cuda_matmul_fn special_for(const struct cuda_kernel *special, const struct mm_args &a, int n_mat)
 {
     for (int i = 0; special && special[i].matmul; i++)
-        if (special[i].k == k)
+        if (special[i].types[0] >= 0 && special[i].k == a.k && typed_match(special[i], a, n_mat))
+            return special[i].matmul;
+    for (int i = 0; special && special[i].matmul; i++)
+        if (special[i].types[0] < 0 && special[i].k == a.k)
             return special[i].matmul;
     return NULL;
 }
@@ -166,7 +184,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
         if (rc <= 0)
             return rc;
     }
-    const cuda_matmul_fn fixed = nt == 1 ? special_for(special, k) : NULL;
+    const cuda_matmul_fn fixed = nt == 1 ? special_for(special, a, n_mat) : NULL;
     if (fixed)
         fixed(type, &a, rows, s);
     else if (nt == 1)

@@ -136,6 +136,47 @@ __device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq
 #undef ROW_SUMS
 }
 
+/* A launch's row sets and their types: read from mm_args at run time
+ * (mm_runtime), or fixed at compile time by a per-model build's typed
+ * entries (mm_fixed; N 0 and T -1: no such set). A pair's one row set is
+ * the gate's, its types the gate's and the up's. */
+struct mm_runtime {
+    static constexpr bool fixed = false;
+    static constexpr int64_t n0 = 0, n1 = 0, n2 = 0;
+    static constexpr int t0 = -1, t1 = -1, t2 = -1;
+};
+template <int64_t N0, int64_t N1, int64_t N2, int T0, int T1, int T2>
+struct mm_fixed {
+    static constexpr bool fixed = true;
+    static constexpr int64_t n0 = N0, n1 = N1, n2 = N2;
+    static constexpr int t0 = T0, t1 = T1, t2 = T2;
+};
+
+template <class FIX>
+__device__ static inline int sets_of(const struct mm_args &a)
+{
+    if constexpr (FIX::fixed)
+        return FIX::n1 == 0 ? 1 : FIX::n2 == 0 ? 2 : 3;
+    return a.n_mat;
+}
+
+template <class FIX>
+__device__ static inline int64_t rows_of(const struct mm_args &a, int i)
+{
+    if constexpr (FIX::fixed)
+        return i == 0 ? FIX::n0 : i == 1 ? FIX::n1 : FIX::n2;
+    return a.m[i].n;
+}
+
+/* row_sums of type TT, where the launch has such a matrix (TT >= 0). */
+template <int TT, int NC, int K>
+__device__ static inline void row_sums_if(const uint8_t *w, const uint8_t *xq, const float *xf, int64_t kk, int nc,
+                                          float (*sum)[NC])
+{
+    if constexpr (TT >= 0)
+        row_sums<TT, NC, K, 1>(&w, xq, xf, kk, nc, sum);
+}
+
 /* WARPS warps a CTA, RW output rows each (two sharing each activation
  * load, where every matrix has an even number of rows), every matrix of the launch of
  * type T (or each of its own, TYPE_MIXED); grid.y: groups of NC columns.
@@ -152,7 +193,7 @@ __device__ static void row_sums_of(int type, const uint8_t *w, const uint8_t *xq
  * bandwidth instead of 46%). FULL (staged launches of more CTAs than the
  * SMs hold at once; 4 warps): registers held to 64 a thread, so that 8
  * CTAs fit an SM (Q6_K's and the mixed launch's 89 held 5). */
-template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false, bool FULL = false>
+template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false, bool FULL = false, class FIX = mm_runtime>
 __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const struct mm_args a)
 {
     __shared__ float outs[Q8 ? WARPS * NC : 1];
@@ -163,9 +204,9 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     const int nc = a.nt - c0 < NC ? (int)(a.nt - c0) : NC;
     int64_t r = ((int64_t)blockIdx.x * WARPS + warp) * RW;
     int mi = 0;
-    while (mi < a.n_mat && r >= a.m[mi].n)
-        r -= a.m[mi].n, mi++;
-    const bool live = mi < a.n_mat;
+    while (mi < sets_of<FIX>(a) && r >= rows_of<FIX>(a, mi))
+        r -= rows_of<FIX>(a, mi), mi++;
+    const bool live = mi < sets_of<FIX>(a);
     const int n_w = a.epi == CUDA_EPI_PAIR ? 2 : 1; /* matrices a warp reads: the pair's gate and up */
     uint8_t *mine = staged + (size_t)warp * a.stage;
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
@@ -198,7 +239,18 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
                                          a.epi == CUDA_EPI_PAIR ? (STAGE ? mine + RW * m.row_bytes : a.m[1].w + (size_t)r * a.m[1].row_bytes)
                                          : RW == 2              ? w0 + m.row_bytes
                                                                 : nullptr };
-        if constexpr (T == TYPE_MIXED) {
+        if constexpr (T == TYPE_MIXED && FIX::fixed) { /* each matrix's type a compile-time constant */
+            if (a.epi == CUDA_EPI_PAIR) {
+                row_sums_if<FIX::t0, NC, K>(rows[0], xq, xf, a.k, nc, &sums[0]);
+                row_sums_if<FIX::t1, NC, K>(rows[1], xq, xf, a.k, nc, &sums[1]);
+            } else if (mi == 0) {
+                row_sums_if<FIX::t0, NC, K>(rows[0], xq, xf, a.k, nc, &sums[0]);
+            } else if (mi == 1) {
+                row_sums_if<FIX::t1, NC, K>(rows[0], xq, xf, a.k, nc, &sums[0]);
+            } else {
+                row_sums_if<FIX::t2, NC, K>(rows[0], xq, xf, a.k, nc, &sums[0]);
+            }
+        } else if constexpr (T == TYPE_MIXED) {
             row_sums_of<NC, K>(m.type, rows[0], xq, xf, a.k, nc, &sums[0]);
             if (a.epi == CUDA_EPI_PAIR)
                 row_sums_of<NC, K>(a.m[1].type, rows[1], xq, xf, a.k, nc, &sums[1]);
@@ -311,28 +363,29 @@ static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigne
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7.) */
-template <int T, int K, int W, int RW>
+template <int T, int K, int W, int RW, class FIX>
 static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
-            launch(matmul_kernel<T, 4, 1, false, K, RW, true>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32, 4 * (size_t)b.stage, s, b);
+            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, FIX>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32,
+                   4 * (size_t)b.stage, s, b);
             return;
         }
     const dim3 grid((unsigned)((rows / RW + W - 1) / W));
     if constexpr (W == 4 && RW == 1) {
         static std::atomic<long long> memo{ -1 };
-        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true>, grid.x, W * b.stage, &memo)) {
-            launch(matmul_kernel<T, W, 1, false, K, RW, true, true>, grid, W * 32, (size_t)W * b.stage, s, b);
+        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, FIX>, grid.x, W * b.stage, &memo)) {
+            launch(matmul_kernel<T, W, 1, false, K, RW, true, true, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
             return;
         }
     }
     if (b.stage)
-        launch(matmul_kernel<T, W, 1, false, K, RW, true>, grid, W * 32, (size_t)W * b.stage, s, b);
+        launch(matmul_kernel<T, W, 1, false, K, RW, true, false, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
     else
-        launch(matmul_kernel<T, W, 1, false, K, RW>, grid, W * 32, 0, s, b);
+        launch(matmul_kernel<T, W, 1, false, K, RW, false, false, FIX>, grid, W * 32, 0, s, b);
 }
 
 /* One launch of type T over the rows of a.m, with the row length K fixed
@@ -342,7 +395,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
  * activation load (4096 x 4096: 54% -> 61% of copy bandwidth; Q4_K there
  * fell to 35% and Q6_K to 56%, half as many warps in flight; all measured
  * with minfer-gpu-bench). A pair with its product as Q8_1 has 4 warps. */
-template <int T, int K, bool BATCH>
+template <int T, int K, bool BATCH, class FIX = mm_runtime>
 static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     constexpr int W = T == TYPE_Q8_0 ? 8 : 4;
@@ -353,11 +406,11 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
         else
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
     } else if (a.q8_out) {
-        launch(matmul_kernel<T, 4, 1, true, K>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
+        launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
     } else if (T == TYPE_Q8_0 && a.epi != CUDA_EPI_PAIR && even_rows(a)) { /* two rows a warp: see above */
-        launch_step<T, K, W, 2>(a, rows, s);
+        launch_step<T, K, W, 2, FIX>(a, rows, s);
     } else {
-        launch_step<T, K, W, 1>(a, rows, s);
+        launch_step<T, K, W, 1, FIX>(a, rows, s);
     }
 }
 
@@ -381,6 +434,16 @@ static void launch_shape(int t, const struct mm_args &a, int64_t rows, cudaStrea
     default: break;
     }
 }
+
+/* A generated kernels.cu's decode launch ID of one model: row length K,
+ * type T (TYPE_MIXED: the matrices' types differ), row sets N0..N2 of
+ * types T0..T2 (cuda_kernel's typed entries). */
+#define CUDA_MATMUL_TYPED(ID, K, T, N0, N1, N2, T0, T1, T2) \
+    static void cuda_matmul_typed##ID(int type, const struct mm_args *a, int64_t rows, void *stream) \
+    { \
+        (void)type; \
+        launch_t<T, K, false, mm_fixed<N0, N1, N2, T0, T1, T2>>(*a, rows, (cudaStream_t)stream); \
+    }
 
 /* A generated kernels.cu's decode matmuls for row length K (a model's k). */
 #define CUDA_MATMUL_INSTANCE(K) \

@@ -13,6 +13,7 @@
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
 #include "cuda/weight_layout.h"
+#include "graph.h"
 #include "graph_ops.h"
 #include "kv_cache.h"
 #include "quant/half.h"
@@ -270,6 +271,80 @@ static bool specialized_case(const struct cuda_kernel *special, enum tensor_type
     return ok;
 }
 
+/* A typed entry's launch (its row sets and types fixed at compile time)
+ * against the generic kernel, bit for bit: its matrices of its rows (each
+ * 64 random rows repeated, so the 151936-row output matrix is quick to
+ * make), a pair with its Q8_1 product where the entry is a pair's. */
+static bool typed_case(const struct cuda_kernel *special, const struct cuda_kernel *entry)
+{
+    struct error e;
+    const int64_t k = entry->k;
+    const bool pair = entry->op == OP_FFN_GLU;
+    int n_mat = 0;
+    while (n_mat < 3 && entry->types[n_mat] >= 0)
+        n_mat++;
+    void *dw[3] = { NULL, NULL, NULL };
+    float *dy[2][3], *dx = NULL;
+    void *dxq = NULL, *dq8[2] = { NULL, NULL };
+    unsigned *dt = NULL;
+    bool q8 = false;
+    for (int i = 0; i < n_mat; i++) {
+        const enum tensor_type t = (enum tensor_type)entry->types[i];
+        const int64_t n = entry->rows[pair ? 0 : i];
+        const size_t row = type_bytes(t, (uint64_t)k), block = row * 64;
+        float *wf = randoms(k * 64, 0.02f);
+        uint8_t *w64 = malloc(block), *w = malloc(row * (size_t)n);
+        quantize_row(t, wf, w64, k * 64);
+        for (int64_t r = 0; r < n; r += 64)
+            memcpy(w + (size_t)r * row, w64, (size_t)(n - r < 64 ? n - r : 64) * row);
+        dw[i] = up_rows(t, k, n, w);
+        q8 = q8 || cuda_matmul_takes_q8(t);
+        for (int way = 0; way < 2; way++)
+            dy[way][i] = up(NULL, (size_t)n * 4);
+        free(wf), free(w64), free(w);
+    }
+    float *x = randoms(k, 1);
+    uint8_t *xq = malloc((size_t)(k / 32) * 36);
+    quant_q8_1(x, xq, k);
+    dx = up(x, (size_t)k * 4), dxq = up(xq, (size_t)(k / 32) * 36);
+    const size_t qb = (size_t)(entry->rows[0] / 32) * 36;
+    if (pair && entry->rows[0] % 32 == 0) {
+        dq8[0] = up(NULL, qb), dq8[1] = up(NULL, qb);
+        dt = tickets_up(entry->rows[0] / 32);
+    }
+    bool ok = true;
+    for (int way = 0; way < 2 && ok; way++) { /* 0: generic, 1: the typed entry */
+        struct cuda_matrix m[3];
+        for (int i = 0; i < n_mat; i++)
+            m[i] = (struct cuda_matrix){ (enum tensor_type)entry->types[i], dw[i], entry->rows[pair ? 0 : i], NULL,
+                                         pair && i > 0 ? NULL : dy[way][i] };
+        ok = CHECK(cuda_matmul_multi(m, n_mat, k, q8 ? dxq : NULL, dx, 1, NULL, pair ? CUDA_EPI_PAIR : CUDA_EPI_NONE,
+                                     dq8[way], dt, way ? special : NULL, NULL, &e) == 0,
+                   "%s", e.msg);
+    }
+    for (int i = 0; i < (pair ? 1 : n_mat) && ok; i++) {
+        const size_t yb = (size_t)entry->rows[i] * 4;
+        uint8_t *a = malloc(yb), *b = malloc(yb);
+        down(a, dy[0][i], yb), down(b, dy[1][i], yb);
+        ok = CHECK(memcmp(a, b, yb) == 0, "typed entry %s k=%lld (%s...): matrix %d differs from the generic kernel's",
+                   graph_op_name((enum op)entry->op), (long long)k, type_name((uint32_t)entry->types[0]), i);
+        free(a), free(b);
+    }
+    if (ok && dq8[0]) {
+        uint8_t *a = malloc(qb), *b = malloc(qb);
+        down(a, dq8[0], qb), down(b, dq8[1], qb);
+        ok = CHECK(memcmp(a, b, qb) == 0, "typed pair k=%lld: its Q8_1 product differs from the generic kernel's", (long long)k);
+        free(a), free(b);
+    }
+    for (int i = 0; i < n_mat; i++)
+        cuda_free(dw[i]), cuda_free(dy[0][i]), cuda_free(dy[1][i]);
+    if (dq8[0])
+        cuda_free(dq8[0]), cuda_free(dq8[1]), cuda_free(dt);
+    cuda_free(dx), cuda_free(dxq);
+    free(x), free(xq);
+    return ok;
+}
+
 void test_matmul_per_model_gives_the_generic_bits(void)
 {
     static const enum tensor_type types[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0, TYPE_Q4_K,
@@ -290,6 +365,17 @@ void test_matmul_per_model_gives_the_generic_bits(void)
     }
     printf("    %d (type, row length) cases of the qwen2.5-0.5b build: the same bits as the generic kernel\n", cases);
     CHECK(cases >= 10, "only %d cases: the per-model table lost its row lengths", cases);
+    int typed = 0;
+    for (int i = 0; sp[i].matmul; i++) {
+        if (sp[i].types[0] < 0)
+            continue;
+        if (!typed_case(sp, &sp[i]))
+            return;
+        typed++;
+    }
+    printf("    %d typed launches of the build (Q4_K_M's mix: rows and types fixed): the same bits as the generic kernel\n",
+           typed);
+    CHECK(typed >= 5, "only %d typed launches: the build lost its weight types", typed);
 }
 
 void test_matmul_matches_the_reference(void)
