@@ -46,17 +46,19 @@ static bool same_as_own_launches(const struct cuda_matrix *m, int n_mat, int64_t
 }
 
 /* A pair's outputs got[i] = silu(g) u with gate and up the same matrix
- * (so g = u = dots[i]) against silu(x) x in double: within rel scales[i]
- * (a + b |x|) (the slope of silu(x) x bounded by a + b |x| where the sum
- * is within rel scales[i]), plus 1e-5 of the value for the products'
- * roundings. *worst, when not NULL, gets the largest error over its bound. */
+ * (so g = u = dots[i]) against silu(x) x in double: within e (a + b (|x| +
+ * e)), e = rel scales[i] (the sums' error: the slope of silu(x) x at y is
+ * under a + b |y|, and the GPU's sum y is within e of x; where the sum
+ * nearly cancels, |x| alone undercounts it), plus 1e-5 of the value for
+ * the products' roundings. *worst, when not NULL, gets the largest error
+ * over its bound. */
 static bool pair_within_bound(enum tensor_type t, const float *got, const double *dots, const double *scales, int64_t count,
                               double rel, double a, double b, const char *ref, double *worst)
 {
     bool ok = true;
     for (int64_t i = 0; i < count && ok; i++) {
         const double want = silu_d(dots[i]) * dots[i], err = fabs(got[i] - want);
-        const double bound = rel * scales[i] * (a + b * fabs(dots[i])) + 1e-5 * fabs(want);
+        const double sum_err = rel * scales[i], bound = sum_err * (a + b * (fabs(dots[i]) + sum_err)) + 1e-5 * fabs(want);
         if (worst)
             *worst = err / bound > *worst ? err / bound : *worst;
         ok = CHECK(err <= bound, "%s pair %lld: gpu %.9g, silu(x) x of %s %.9g", type_name(t), (long long)i, (double)got[i], ref,
