@@ -399,7 +399,7 @@ template <int T, int K, bool BATCH, class FIX = mm_runtime>
 static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     constexpr int W = T == TYPE_Q8_0 ? 8 : 4;
-    if (BATCH) {
+    if constexpr (BATCH) {
         const unsigned groups = (unsigned)((a.nt + 7) / 8);
         if (a.q8_out)
             launch(matmul_kernel<T, 32, 8, true, K>, dim3((unsigned)(rows / 32), groups), 32 * 32, 0, s, a);
@@ -407,9 +407,12 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
     } else if (a.q8_out) {
         launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
-    } else if (T == TYPE_Q8_0 && a.epi != CUDA_EPI_PAIR && even_rows(a)) { /* two rows a warp: see above */
-        launch_step<T, K, W, 2, FIX>(a, rows, s);
     } else {
+        if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
+            if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {
+                launch_step<T, K, W, 2, FIX>(a, rows, s);
+                return;
+            }
         launch_step<T, K, W, 1, FIX>(a, rows, s);
     }
 }
