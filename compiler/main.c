@@ -122,14 +122,10 @@ static int compile(const struct options *o, struct error *e)
             printf("slot %d: %s bytes\n", s, plan.size[s]);
     }
     if (o->out) {
-        /* a model file is named by its file name in messages, not its whole
-         * path; a preset by its name, not its quant mix (which the binary
-         * does not require: other types run the kernels fixed by shape only) */
         char label[256];
-        const char *from = o->specialize && strrchr(o->specialize, '/') ? strrchr(o->specialize, '/') + 1 : o->specialize;
-        if (from)
-            snprintf(label, sizeof label, "%.*s", strchr(from, ':') ? (int)(strchr(from, ':') - from) : (int)strlen(from), from);
-        return emit_arch(&ir, &plan, o->prefix ? o->prefix : ir.name, from ? label : NULL, o->templates, o->out, e);
+        if (o->specialize)
+            specialize_label(o->specialize, label, sizeof label);
+        return emit_arch(&ir, &plan, o->prefix ? o->prefix : ir.name, o->specialize ? label : NULL, o->templates, o->out, e);
     }
     return 0;
 }

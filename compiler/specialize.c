@@ -119,7 +119,7 @@ static int record_types(struct ir *ir, const struct gguf *g, const struct recipe
                     return fail(e, "tensor '%s' is not in the file", name);
                 continue;
             }
-            if (t->optional && t->fallback >= 0 && p->tied) { /* not stored: the fallback's */
+            if (t->fallback >= 0 && p->tied) { /* not stored (the tied output): the fallback's */
                 t->type[l] = ir->t[t->fallback].type[l];
                 continue;
             }
@@ -183,6 +183,13 @@ int specialize(struct ir *ir, const char *what, struct error *e)
     if (!p)
         gguf_free(&g);
     return rc ? fail_prefix(e, "%s", what) : 0;
+}
+
+void specialize_label(const char *what, char *out, size_t n)
+{
+    const char *from = strrchr(what, '/') ? strrchr(what, '/') + 1 : what;
+    const char *colon = is_gguf(what) ? NULL : strchr(from, ':');
+    snprintf(out, n, "%.*s", colon ? (int)(colon - from) : (int)strlen(from), from);
 }
 
 int specialize_arch(const char *what, char *arch, size_t n, struct error *e)

@@ -10,6 +10,12 @@
 /* what: a preset name, or a path ending in .gguf. */
 int specialize(struct ir *ir, const char *what, struct error *e);
 
+/* How generated code names the model in its messages (n bytes at out): a
+ * file by its file name, not its path; a preset by its name, not its quant
+ * mix, which the binary does not require (other types run the kernels
+ * fixed by shape only). */
+void specialize_label(const char *what, char *out, size_t n);
+
 /* The architecture (description file stem) a preset or GGUF file needs,
  * into arch (n bytes). For a file this is its general.architecture. */
 int specialize_arch(const char *what, char *arch, size_t n, struct error *e);

@@ -343,7 +343,7 @@ static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
  * take the kernel held to 8 CTAs an SM (FULL): when it has more CTAs than
  * the SMs hold at once of the kernel as compiled (`free`), and 8 fit in an
  * SM's shared memory. Q6_K's output matrix (151936 rows of 4096) went
- * from 145 to 126 us (82% -> 95% of copy bandwidth); held throughout, the
+ * from 145 to 125 us (82% -> 96% of copy bandwidth); held throughout, the
  * 0.5B's short launches lost 3% (minfer-gpu-bench, tg128 A/B). The
  * occupancy is asked once per smem size (memo: the kernel's, smem << 8 |
  * CTAs an SM). */
