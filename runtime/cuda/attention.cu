@@ -16,9 +16,11 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 
-#define ATT_THREADS 128
+#define ATT_THREADS 256
+#define ATT_STAGE_MAX (100 * 1024) /* a staged chunk's shared memory at most (stage_chunks) */
+#define ATT_MIN_CHUNK 128 /* positions a chunk at least: a short context is one CTA's, no combine */
 #define ATT_QUERIES 64 /* queries per launch: bounds the partials' scratch */
-#define ATT_MAX_CHUNKS 64 /* at most ATT_THREADS: the combine gives each chunk a thread */
+#define ATT_MAX_CHUNKS 64 /* chunks a cache at most: chunks grow with n_ctx past 64 of ATT_MIN_CHUNK */
 #define ATT_GROUPS (ATT_THREADS / 8) /* 8-lane groups, one KV position each at a time */
 #define ATT_MAX_HEAD 256             /* 8 lanes of at most 32 elements */
 #ifndef ATT_TURNS
@@ -76,7 +78,7 @@ int64_t cuda_attention_chunk(int64_t n_ctx)
 {
     int64_t chunk = (n_ctx + ATT_MAX_CHUNKS - 1) / ATT_MAX_CHUNKS;
     chunk = (chunk + 31) / 32 * 32;
-    return chunk < 64 ? 64 : chunk;
+    return chunk < ATT_MIN_CHUNK ? ATT_MIN_CHUNK : chunk;
 }
 
 static int64_t n_chunks(int64_t n_ctx, int64_t chunk) { return (n_ctx + chunk - 1) / chunk; }
@@ -87,56 +89,61 @@ size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_
     return (size_t)ATT_QUERIES * (size_t)h * ((size_t)n_chunks(n_ctx, chunk) * (size_t)(d + 2) + 1);
 }
 
-/* max (op 0) or sum (op 1) over the CTA: each thread's value, a butterfly
- * per warp, then the warps in order. */
-__device__ static float block_reduce(float v, int op, float *shared)
-{
-    for (int off = 16; off > 0; off >>= 1) {
-        const float o = __shfl_xor_sync(0xffffffffu, v, off);
-        v = op ? v + o : fmaxf(v, o);
-    }
-    if (threadIdx.x % 32 == 0)
-        shared[threadIdx.x / 32] = v;
-    __syncthreads();
-    float r = shared[0];
-    for (int w = 1; w < ATT_THREADS / 32; w++)
-        r = op ? r + shared[w] : fmaxf(r, shared[w]);
-    __syncthreads();
-    return r;
-}
-
 /* The first S chunks' partials of one (head, query) (the chunks that hold
  * positions) combined in chunk order into y's head, and its Q8_1 blocks
- * into q8h (if not NULL). Thread s reads chunk s's max and sum; the sums
- * over chunks then run in chunk order from shared memory. The partials were
- * written by other CTAs of this launch: read past L1 (__ldcg). */
-__device__ static void combine_chunks(const float *pc, int64_t S, int64_t d, float *red, float *outs, float *yh,
-                                      uint8_t *q8h)
+ * into q8h (if not NULL). Thread i forms element i (and i + ATT_THREADS,
+ * ...) alone: every chunk's max and sum (the same for every thread) and
+ * its elements of the first CB chunks are asked for at once, one trip to
+ * L2, the rest of the chunks as it goes. The partials were written by
+ * other CTAs of this launch: read past L1 (__ldcg). */
+__device__ static void combine_chunks(const float *pc, int64_t S, int64_t d, float *yh, uint8_t *q8h)
 {
-    __shared__ float wts[ATT_MAX_CHUNKS], sums[ATT_MAX_CHUNKS];
+    constexpr int CB = 16;
     const int t = threadIdx.x;
-    const float m = t < S ? __ldcg(pc + (size_t)t * (size_t)(d + 2)) : -INFINITY;
-    const float M = block_reduce(m, 0, red); /* a max: exact in any order */
-    if (t < S) {
-        sums[t] = __ldcg(pc + (size_t)t * (size_t)(d + 2) + 1);
-        wts[t] = expf(m - M);
+    const size_t stride = (size_t)d + 2;
+    float ms[CB], ls[CB], first[CB];
+#pragma unroll
+    for (int s = 0; s < CB; s++) {
+        ms[s] = s < S ? __ldcg(pc + (size_t)s * stride) : -INFINITY;
+        ls[s] = s < S ? __ldcg(pc + (size_t)s * stride + 1) : 0.0f;
+        first[s] = s < S && t < d ? __ldcg(pc + (size_t)s * stride + 2 + t) : 0.0f;
     }
-    __syncthreads();
+    float M = -INFINITY; /* a max: exact in any order */
+#pragma unroll
+    for (int s = 0; s < CB; s++)
+        M = fmaxf(M, ms[s]);
+    for (int64_t s = CB; s < S; s++)
+        M = fmaxf(M, __ldcg(pc + (size_t)s * stride));
+    /* chunk s's weight, exp(its max - the max): the same bits in every thread */
+    float w[CB];
+#pragma unroll
+    for (int s = 0; s < CB; s++)
+        w[s] = expf(ms[s] - M);
+    const auto weight = [&](int64_t s) { return expf(__ldcg(pc + (size_t)s * stride) - M); };
     float L = 0;
-    for (int64_t s = 0; s < S; s++)
-        L = __fadd_rn(L, __fmul_rn(sums[s], wts[s]));
-    for (int64_t i = t; i < d; i += ATT_THREADS) {
+#pragma unroll
+    for (int s = 0; s < CB; s++)
+        if (s < S)
+            L = __fadd_rn(L, __fmul_rn(ls[s], w[s]));
+    for (int64_t s = CB; s < S; s++)
+        L = __fadd_rn(L, __fmul_rn(__ldcg(pc + (size_t)s * stride + 1), weight(s)));
+    for (int64_t i = t; i < d; i += ATT_THREADS) { /* whole warps when q8h (d % 32 == 0) */
         float acc = 0;
-        for (int64_t s = 0; s < S; s++)
-            acc = __fadd_rn(acc, __fmul_rn(__ldcg(pc + (size_t)s * (size_t)(d + 2) + 2 + i), wts[s]));
-        outs[i] = __fdiv_rn(acc, L);
-        yh[i] = outs[i];
+        int64_t s = 0;
+        if (i == t) {
+#pragma unroll
+            for (int u = 0; u < CB; u++)
+                if (u < S)
+                    acc = __fadd_rn(acc, __fmul_rn(first[u], w[u]));
+            s = S < CB ? S : CB;
+        }
+        for (; s < S; s++)
+            acc = __fadd_rn(acc, __fmul_rn(__ldcg(pc + (size_t)s * stride + 2 + i), weight(s)));
+        const float out = __fdiv_rn(acc, L);
+        yh[i] = out;
+        if (q8h) /* warp i / 32 holds block i / 32 */
+            q8_1_block(out, q8h + (size_t)(i / 32) * 36);
     }
-    if (!q8h)
-        return;
-    __syncthreads(); /* warp b quantizes the head's 32-element blocks b, b + 4, ... */
-    for (int64_t b = t / 32; b < d / 32; b += ATT_THREADS / 32)
-        q8_1_block(outs[b * 32 + t % 32], q8h + (size_t)b * 36);
 }
 
 /* dl elements of a cached row from element first into v (DL >= dl; the
@@ -184,10 +191,12 @@ struct online {
 
 /* TURNS turns of the CTA's groups from position j0: turn u's group g takes
  * position j0 + u ATT_GROUPS + g (if before end), whose K and V rows are
- * row j - row0 of kh and vh. Every turn's K and V
- * loads are issued before the first is used: one memory latency for TURNS
- * turns. Positions meet o in the same order whatever TURNS is, so the same
- * bits. Every lane of a warp runs every turn: the shuffles need them all. */
+ * row j - row0 of kh and vh. Every turn's K and V loads are issued before
+ * the first is used (one memory latency for TURNS turns), and o is
+ * rescaled once for the TURNS scores. How positions fall into turns
+ * depends only on the chunk's bounds and the kernel's TURNS, so a query
+ * gets the same bits in a batch as alone. Every lane of a warp runs every
+ * turn: the shuffles need them all. */
 template <int KT, int DL, int TURNS>
 __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh, int64_t row0, size_t row_bytes, int64_t j0,
                                            int64_t end, int g, int64_t first, int dl, const float qv[DL], float scale,
@@ -206,6 +215,7 @@ __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh,
                 kv[u][k] = vv[u][k] = 0.0f;
         }
     }
+    float sc[TURNS], mn = o.m; /* the turns' scores (-inf past the end) and the new max */
 #pragma unroll
     for (int u = 0; u < TURNS; u++) {
         float dot = 0.0f;
@@ -214,62 +224,71 @@ __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh,
             dot = __fmaf_rn(qv[k], kv[u][k], dot);
         for (int off = 4; off > 0; off >>= 1) /* the group's 8 lanes, a fixed butterfly */
             dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, off));
-        const float sc = __fmul_rn(dot, scale);
-        if (j0 + u * ATT_GROUPS + g >= end)
-            continue;
-        if (sc > o.m) { /* a new max: rescale what came before */
-            const float corr = expf(o.m - sc);
-            o.l = __fmaf_rn(o.l, corr, 1.0f);
-#pragma unroll
-            for (int k = 0; k < DL; k++)
-                o.acc[k] = __fmaf_rn(o.acc[k], corr, vv[u][k]);
-            o.m = sc;
-        } else {
-            const float e = expf(sc - o.m);
-            o.l = __fadd_rn(o.l, e);
-#pragma unroll
-            for (int k = 0; k < DL; k++)
-                o.acc[k] = __fmaf_rn(e, vv[u][k], o.acc[k]);
-        }
+        sc[u] = j0 + u * ATT_GROUPS + g < end ? __fmul_rn(dot, scale) : -INFINITY;
+        mn = fmaxf(mn, sc[u]);
     }
+    if (mn == -INFINITY) /* no position in these turns, none before */
+        return;
+    /* what came before rescaled once to the new max, then each turn's
+     * exponential (independent of each other: their latencies overlap) */
+    const float corr = expf(o.m - mn);
+    o.l = __fmul_rn(o.l, corr);
+#pragma unroll
+    for (int k = 0; k < DL; k++)
+        o.acc[k] = __fmul_rn(o.acc[k], corr);
+#pragma unroll
+    for (int u = 0; u < TURNS; u++) {
+        if (sc[u] == -INFINITY)
+            continue;
+        const float e = expf(sc[u] - mn);
+        o.l = __fadd_rn(o.l, e);
+#pragma unroll
+        for (int k = 0; k < DL; k++)
+            o.acc[k] = __fmaf_rn(e, vv[u][k], o.acc[k]);
+    }
+    o.m = mn;
 }
 
 /* A decode step's chunk of rows start..end - 1 into shared memory at st
- * (K's rows, then V's, chunk rows apart), then kh and vh pointed there;
- * returns start, the row they begin at. The rows before the step's
- * position p were stored by earlier steps: one bulk copy each of K and V
- * (sm_90's TMA unit), asked for before the grid dependency wait, while
- * the kernel before still runs. Row p, which that kernel stores, is
- * copied after the wait. */
-__device__ static int64_t stage_rows(const uint8_t *kh, const uint8_t *vh, int64_t start, int64_t end, int64_t p,
-                                     size_t row_bytes, uint8_t *st, int64_t chunk, uint64_t *bar, const uint8_t **k_out,
-                                     const uint8_t **v_out)
+ * (K's rows, then V's, chunk rows apart). The rows before the step's
+ * position p were stored by earlier steps: stage_old asks for them, one
+ * bulk copy each of K and V (sm_90's TMA unit), before the grid dependency
+ * wait, while the kernel before still runs. Row p, which that kernel
+ * stores, is copied after the wait (stage_new), which then waits for the
+ * bulk copies. */
+__device__ static inline int64_t old_rows(int64_t start, int64_t end, int64_t p) { return (end == p + 1 ? p : end) - start; }
+
+__device__ static void stage_old(const uint8_t *kh, const uint8_t *vh, int64_t start, int64_t end, int64_t p,
+                                 size_t row_bytes, uint8_t *st, int64_t chunk, uint64_t *bar)
 {
-    const int64_t old = (end == p + 1 ? p : end) - start; /* rows stored by earlier steps */
-    uint8_t *sk = st, *sv = st + (size_t)chunk * row_bytes;
+    const int64_t old = old_rows(start, end, p);
     if (old > 0 && threadIdx.x == 0) {
         const unsigned n = (unsigned)((size_t)old * row_bytes);
         bulk_arm(bar, 2 * n);
-        bulk_copy(sk, kh + (size_t)start * row_bytes, n, bar);
-        bulk_copy(sv, vh + (size_t)start * row_bytes, n, bar);
+        bulk_copy(st, kh + (size_t)start * row_bytes, n, bar);
+        bulk_copy(st + (size_t)chunk * row_bytes, vh + (size_t)start * row_bytes, n, bar);
     }
-    grid_begin();
+}
+
+__device__ static void stage_new(const uint8_t *kh, const uint8_t *vh, int64_t start, int64_t end, int64_t p,
+                                 size_t row_bytes, uint8_t *st, int64_t chunk, uint64_t *bar)
+{
+    const int64_t old = old_rows(start, end, p);
     if (end == p + 1) /* this step's row, 16 bytes a thread */
         for (size_t i = 16 * threadIdx.x; i < 2 * row_bytes; i += 16 * ATT_THREADS) {
             const bool v = i >= row_bytes;
-            const size_t at = (size_t)p * row_bytes + (v ? i - row_bytes : i);
-            *(uint4 *)((v ? sv : sk) + (size_t)old * row_bytes + (v ? i - row_bytes : i)) = *(const uint4 *)((v ? vh : kh) + at);
+            const size_t in_row = v ? i - row_bytes : i;
+            *(uint4 *)(st + (v ? (size_t)chunk * row_bytes : 0) + (size_t)old * row_bytes + in_row) =
+                *(const uint4 *)((v ? vh : kh) + (size_t)p * row_bytes + in_row);
         }
     __syncthreads(); /* the barrier armed, this step's row in */
     if (old > 0)
         bulk_wait(bar);
-    *k_out = sk, *v_out = sv;
-    return start;
 }
 
 /* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
- * values } over the chunk's positions. Sixteen groups of 8 lanes take
- * positions start + g, start + g + 16, ...; lane i of a group holds
+ * values } over the chunk's positions. ATT_GROUPS groups of 8 lanes take
+ * positions start + g, start + g + ATT_GROUPS, ...; lane i of a group holds
  * elements [i dl, (i + 1) dl) of the head (dl = d / 8 <= DL): a score is
  * its lanes' partial dots added in a fixed butterfly, and each group keeps
  * an online softmax (running max, sum and weighted values) in registers.
@@ -277,9 +296,12 @@ __device__ static int64_t stage_rows(const uint8_t *kh, const uint8_t *vh, int64
  * the query's position hold nothing and return at once; a query whose
  * positions fit one chunk is finished by that chunk's CTA (no partials);
  * otherwise the last chunk to finish, as counted by an atomic ticket,
- * combines them. The ticket
- * decides only who combines, never the order of a sum, so the bits do not
- * depend on timing; the combiner leaves it at zero for the next launch. */
+ * combines them. The ticket decides only who combines, never the order of
+ * a sum, so the bits do not depend on timing; the combiner leaves it at
+ * zero for the next launch. (Measured per phase with clock64 stamps, at
+ * 128 threads and chunks of 64: the combine and its ticket took ~3 us of
+ * a 6 us launch; hence chunks of 128 for 256 threads, so that a context
+ * under 128 positions has none, and a combine in one trip to L2.) */
 template <int KT, int DL, bool STAGE>
 __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
@@ -287,10 +309,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     int64_t window, size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
     uint8_t *__restrict__ q8)
 {
-    /* ATT_GROUPS x (d + 2): each group's max, sum and values; then d; with
-     * STAGE, then the chunk's K rows and its V rows */
+    /* ATT_GROUPS x (d + 2): each group's max, sum and values; with STAGE,
+     * then the chunk's K rows and its V rows */
     extern __shared__ __align__(16) float smem[];
-    __shared__ float red[ATT_THREADS / 32];
     __shared__ bool last;
     __shared__ uint64_t staged_bar;
     /* staged, the positions are read before the wait: they are the graph's
@@ -309,15 +330,21 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
     const int64_t first = (int64_t)lane * dl;
     const float scale = __fdiv_rn(1.0f, sqrtf((float)d));
     const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
-    int64_t row0 = 0;
-    if (STAGE) /* the chunk's rows into shared memory: see stage_rows */
-        row0 = stage_rows(kh, vh, start, end, p, row_bytes, (uint8_t *)(smem + (size_t)ATT_GROUPS * (size_t)(d + 2) + d),
-                          chunk, &staged_bar, &kh, &vh);
+    uint8_t *st = (uint8_t *)(smem + (size_t)ATT_GROUPS * (size_t)(d + 2));
+    if (STAGE) { /* the chunk's rows into shared memory, the query's loads in flight meanwhile */
+        stage_old(kh, vh, start, end, p, row_bytes, st, chunk, &staged_bar);
+        grid_begin();
+    }
     float qv[DL];
     const float *qh = q + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
 #pragma unroll
     for (int k = 0; k < DL; k++)
         qv[k] = k < dl ? qh[first + k] : 0.0f;
+    int64_t row0 = 0; /* the row kh and vh begin at */
+    if (STAGE) {
+        stage_new(kh, vh, start, end, p, row_bytes, st, chunk, &staged_bar);
+        kh = st, vh = st + (size_t)chunk * row_bytes, row0 = start;
+    }
     struct online<DL> o = { -INFINITY, 0.0f, {} };
     /* whole blocks of TURNS turns (TURNS turns' loads in flight at once),
      * then single turns: no turn past the chunk's end */
@@ -337,60 +364,54 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
         if (k < dl)
             mine[2 + first + k] = acc[k];
     __syncthreads();
-    /* the groups in order (a group without positions has l = 0 and adds
-     * nothing), each weighed by exp(its max - the max), formed once */
+    /* the groups in order, each weighed by exp(its max - the max), formed
+     * once (a group without positions: max -inf, weight 0, adds nothing);
+     * every group's loads asked for at once */
     __shared__ float weight[ATT_GROUPS];
     float M = -INFINITY;
+#pragma unroll
     for (int k = 0; k < ATT_GROUPS; k++)
         M = fmaxf(M, smem[(size_t)k * (size_t)(d + 2)]);
     if (threadIdx.x < ATT_GROUPS)
         weight[threadIdx.x] = expf(smem[(size_t)threadIdx.x * (size_t)(d + 2)] - M);
     __syncthreads();
-    if (live == 1) { /* the only chunk: no partials, no combine */
-        float L = 0.0f;
+    float L = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ATT_GROUPS; k++)
+        L = __fmaf_rn(smem[(size_t)k * (size_t)(d + 2) + 1], weight[k], L);
+    const auto merged = [&](int64_t i) {
+        float sum = 0.0f;
+#pragma unroll
         for (int k = 0; k < ATT_GROUPS; k++)
-            if (smem[(size_t)k * (size_t)(d + 2) + 1] > 0.0f)
-                L = __fmaf_rn(smem[(size_t)k * (size_t)(d + 2) + 1], weight[k], L);
-        float *outs = smem + (size_t)ATT_GROUPS * (size_t)(d + 2), *yh = y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
-        for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS) {
-            float sum = 0.0f;
-            for (int k = 0; k < ATT_GROUPS; k++) {
-                const float *gk = smem + (size_t)k * (size_t)(d + 2);
-                if (gk[1] > 0.0f)
-                    sum = __fmaf_rn(gk[2 + i], weight[k], sum);
-            }
-            outs[i] = yh[i] = __fdiv_rn(sum, L);
-        }
-        if (q8) {
-            __syncthreads(); /* warp b quantizes the head's 32-element blocks b, b + 4, ... */
-            uint8_t *q8h = q8 + (size_t)c * (size_t)(d * h / 32) * 36 + (size_t)(head * (d / 32)) * 36;
-            for (int64_t b = threadIdx.x / 32; b < d / 32; b += ATT_THREADS / 32)
-                q8_1_block(outs[b * 32 + threadIdx.x % 32], q8h + (size_t)b * 36);
+            sum = __fmaf_rn(smem[(size_t)k * (size_t)(d + 2) + 2 + i], weight[k], sum);
+        return sum;
+    };
+    if (live == 1) { /* the only chunk: no partials, no combine */
+        float *yh = y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d;
+        uint8_t *q8h = q8 ? q8 + (size_t)c * (size_t)(d * h / 32) * 36 + (size_t)(head * (d / 32)) * 36 : nullptr;
+        for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS) { /* whole warps when q8 (d % 32 == 0) */
+            const float out = __fdiv_rn(merged(i), L);
+            yh[i] = out;
+            if (q8h) /* warp i / 32 holds block i / 32 */
+                q8_1_block(out, q8h + (size_t)(i / 32) * 36);
         }
         return;
     }
     float *out = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x + (size_t)s) * (size_t)(d + 2);
-    for (int64_t i = threadIdx.x; i < d + 2; i += ATT_THREADS) {
-        float sum = 0.0f;
-        for (int k = 0; k < ATT_GROUPS; k++) {
-            const float *gk = smem + (size_t)k * (size_t)(d + 2);
-            if (gk[1] > 0.0f)
-                sum = __fmaf_rn(i == 0 ? 0.0f : gk[i], weight[k], sum);
-        }
-        out[i] = i == 0 ? M : sum;
-    }
-    __threadfence(); /* this chunk's partial is visible to whichever CTA combines */
-    __syncthreads();
+    if (threadIdx.x == 0)
+        out[0] = M, out[1] = L;
+    for (int64_t i = threadIdx.x; i < d; i += ATT_THREADS)
+        out[2 + i] = merged(i);
+    __syncthreads(); /* the CTA's partial written: thread 0's release publishes it (ticket_take) */
     unsigned *ticket = tickets + (size_t)blockIdx.z * (size_t)h + (size_t)head;
     if (threadIdx.x == 0)
-        last = atomicAdd(ticket, 1u) == (unsigned)live - 1;
+        last = ticket_take(ticket) == (unsigned)live - 1;
     __syncthreads();
     if (!last)
         return;
-    __threadfence();
     const size_t col_bytes = (size_t)(d * h / 32) * 36;
     float *pc = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x + (size_t)s_lo) * (size_t)(d + 2);
-    combine_chunks(pc, live, d, red, smem, y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d,
+    combine_chunks(pc, live, d, y + ((size_t)c * (size_t)h + (size_t)head) * (size_t)d,
                    q8 ? q8 + (size_t)c * col_bytes + (size_t)(head * (d / 32)) * 36 : NULL);
     if (threadIdx.x == 0)
         *ticket = 0;
@@ -402,6 +423,8 @@ static void launch_attention(bool stage, dim3 grid, size_t smem, cudaStream_t st
                              int64_t n_ctx, int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets,
                              float *y, uint8_t *q8)
 {
+    static const bool opted = (cuda_smem_opt_in((const void *)attention_kernel<KT, DL, true>, ATT_STAGE_MAX), true);
+    (void)opted;
     if (stage)
         launch(attention_kernel<KT, DL, true>, grid, ATT_THREADS, smem + 2 * (size_t)chunk * rb, st, kb, vb, q, pos, c0, d, h,
                group, n_ctx, chunk, window, rb, scratch, tickets, y, q8);
@@ -426,14 +449,19 @@ static void launch_attention_kt(bool stage, dim3 grid, size_t smem, cudaStream_t
 #undef ATT_ARGS
 }
 
-/* Whether a launch stages its chunks' rows in shared memory (stage_rows):
- * a decode step's (a batch's later tokens read rows its earlier ones
- * store, which may not be read before the wait), on sm_90, with rows of
- * whole 16-byte units and a chunk's K and V rows within 48 KiB beside the
- * rest (no opt-in). */
-static bool stage_chunks(int64_t nt, size_t rb, int64_t chunk, size_t smem)
+/* Whether a launch of ctas CTAs stages its chunks' rows in shared memory
+ * (stage_old): a decode step's (a batch's later tokens read rows its
+ * earlier ones store, which may not be read before the wait), on sm_90,
+ * with rows of whole 16-byte units, and a chunk's K and V rows beside the
+ * rest within 48 KiB, or within ATT_STAGE_MAX (opted in: 2 CTAs an SM)
+ * when the launch is one wave of those (a 128-wide head's short context;
+ * at long ones, many CTAs of fewer bytes each keep more loads in flight). */
+static bool stage_chunks(int64_t nt, size_t rb, int64_t chunk, size_t smem, int64_t ctas)
 {
-    return nt == 1 && cuda_stage_enabled() && rb % 16 == 0 && smem + 2 * (size_t)chunk * rb <= 48 * 1024;
+    const size_t bytes = smem + 2 * (size_t)chunk * rb;
+    if (nt != 1 || !cuda_stage_enabled() || rb % 16)
+        return false;
+    return bytes <= 48 * 1024 || (bytes <= ATT_STAGE_MAX && ctas <= 2 * (int64_t)cuda_sm_count());
 }
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,
@@ -441,7 +469,7 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
                               int64_t window, float *scratch, float *y, void *q8, void *stream, struct error *e)
 {
     const int64_t S = n_chunks(n_ctx, chunk);
-    const size_t smem = ((size_t)ATT_GROUPS * (size_t)(d + 2) + (size_t)d) * sizeof(float); /* groups, then one chunk's output */
+    const size_t smem = (size_t)ATT_GROUPS * (size_t)(d + 2) * sizeof(float); /* the groups' partials */
     if (d <= 0 || d % 8 || d > ATT_MAX_HEAD || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > ATT_MAX_CHUNKS ||
         (q8 && d % 32) || (kt == KV_Q8_0 && d % 32) || window < 0)
         return fail(e, "attention: %lld heads of %lld (a multiple of 8 up to %d) over %lld KV heads, %lld chunks of %lld "
@@ -461,7 +489,7 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
         const unsigned nq = (unsigned)(nt - c0 < ATT_QUERIES ? nt - c0 : ATT_QUERIES);
         const dim3 grid((unsigned)S, (unsigned)h, nq);
         uint8_t *q8b = (uint8_t *)q8;
-        const bool stage = stage_chunks(nt, rb, chunk, smem);
+        const bool stage = stage_chunks(nt, rb, chunk, smem, S * h);
         if (cuda_launch_begin("attention_kernel", e))
             return -1;
         if (kt == KV_F32)

@@ -90,6 +90,18 @@ static inline void launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
     (void)cudaLaunchKernelEx(&cfg, k, ((P)args)...);
 }
 
+/* A ticket counter's old value, after adding one: a release of what this
+ * CTA wrote before its barrier (the CTA's writes, then __syncthreads(),
+ * then one thread takes the ticket) and an acquire of what every CTA that
+ * took it before wrote, in one atomic; the thread's CTA reads those after
+ * a __syncthreads(), past L1 (__ldcg). */
+__device__ static inline unsigned ticket_take(unsigned *t)
+{
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(t) : "memory");
+    return old;
+}
+
 /* ---- bulk copies into shared memory (sm_90's TMA unit) ---- */
 
 /* One use of the mbarrier at bar: armed for `bytes` (by one thread), then

@@ -169,12 +169,13 @@ void test_kernels_norms(void)
 /* ---- the KV store (the CPU's bytes) and attention (a double softmax) ---- */
 
 /* nq queries at positions qpos (after 251 cached positions) against a
- * double-precision softmax, within bound. A batch of up to
+ * double-precision softmax, within bound, in chunks of `chunk` positions
+ * (0: the engine's, cuda_attention_chunk). A batch of up to
  * CUDA_PROMPT_MIN_COLUMNS queries (the decode kernel) must give each
  * query's bits alone; a larger one (the tensor-core prompt kernel) the same
  * bits when cut into two launches. */
 static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, int64_t n_ctx, int64_t window, int64_t nq,
-                           const int32_t *qpos, double bound)
+                           const int32_t *qpos, double bound, int64_t chunk)
 {
     struct error e;
     const int64_t n_fill = 251;
@@ -195,7 +196,7 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     float *dkin = up(k, (size_t)(d * h_kv * n_fill) * 4), *dvin = up(v, (size_t)(d * h_kv * n_fill) * 4);
     float *dq = up(q, (size_t)(d * h * nq) * 4), *dy = up(NULL, (size_t)(d * h * nq) * 4);
     int32_t *dfpos = up(fpos, (size_t)n_fill * 4), *dqpos = up(qpos, (size_t)nq * 4);
-    int64_t chunk = cuda_attention_chunk(n_ctx);
+    chunk = chunk ? chunk : cuda_attention_chunk(n_ctx);
     float *scratch = up(NULL, cuda_attention_scratch_floats(d, h, n_ctx, chunk) * 4); /* zeroed below */
     uint8_t *kbytes = malloc(half), *vbytes = malloc(half);
     float *y = malloc((size_t)(d * h * nq) * 4), *one = malloc((size_t)(d * h * nq) * 4);
@@ -399,7 +400,7 @@ static bool grouped_heads(enum kv_type kt, int64_t d)
 void test_kernels_attention(void)
 {
     /* the windows (Gemma 3's head of 256 over one KV head): a query at 63 sees 34..63 inside chunk 0, one at 250
-     * chunks 3 and 4 (of 64) or 2 and 3 */
+     * 221..250 inside chunk 1 (of 128) or 101..250 in chunks 0 and 1 */
     const int32_t qpos[4] = { 5, 63, 64, 250 };
     /* a prompt's queries: positions all over the cache (0 among them), not in order, 70 of them (a partial CTA) */
     int32_t ppos[70];
@@ -407,13 +408,15 @@ void test_kernels_attention(void)
         ppos[i] = (int32_t)((i * 97 + 13) % 251);
     /* f16 products (queries, keys, values and the softmax's weights rounded to f16) against double */
     const double fa = 5e-3;
-    if (attention_case(KV_F32, 64, 8, 2, 300, 0, 4, qpos, 1e-5) && attention_case(KV_F16, 128, 8, 2, 300, 0, 4, qpos, 1e-5) &&
-        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 4, qpos, 1e-5) && attention_case(KV_F16, 64, 14, 2, 32768, 0, 4, qpos, 1e-5) &&
-        attention_case(KV_F16, 256, 4, 1, 4096, 30, 4, qpos, 1e-5) && attention_case(KV_F32, 256, 4, 1, 4096, 100, 4, qpos, 1e-5) &&
-        attention_case(KV_F32, 64, 8, 2, 300, 0, 70, ppos, fa) && attention_case(KV_F16, 128, 8, 2, 300, 0, 70, ppos, fa) &&
-        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 70, ppos, fa) && attention_case(KV_F16, 64, 14, 2, 1024, 100, 70, ppos, fa) &&
-        attention_case(KV_F16, 256, 4, 1, 4096, 30, 70, ppos, fa) && attention_case(KV_Q8_0, 256, 8, 2, 300, 0, 70, ppos, fa) &&
-        attention_case(KV_F32, 256, 4, 1, 4096, 100, 70, ppos, fa))
+    if (attention_case(KV_F32, 64, 8, 2, 300, 0, 4, qpos, 1e-5, 0) && attention_case(KV_F16, 128, 8, 2, 300, 0, 4, qpos, 1e-5, 0) &&
+        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 4, qpos, 1e-5, 0) && attention_case(KV_F16, 64, 14, 2, 32768, 0, 4, qpos, 1e-5, 0) &&
+        attention_case(KV_F16, 256, 4, 1, 4096, 30, 4, qpos, 1e-5, 0) && attention_case(KV_F32, 256, 4, 1, 4096, 150, 4, qpos, 1e-5, 0) &&
+        /* chunks of 8: 32 of them at 250, more than the combine asks for at once */
+        attention_case(KV_F16, 128, 8, 2, 300, 0, 4, qpos, 1e-5, 8) && attention_case(KV_F16, 64, 14, 2, 300, 20, 4, qpos, 1e-5, 8) &&
+        attention_case(KV_F32, 64, 8, 2, 300, 0, 70, ppos, fa, 0) && attention_case(KV_F16, 128, 8, 2, 300, 0, 70, ppos, fa, 0) &&
+        attention_case(KV_Q8_0, 128, 4, 4, 4096, 0, 70, ppos, fa, 0) && attention_case(KV_F16, 64, 14, 2, 1024, 100, 70, ppos, fa, 0) &&
+        attention_case(KV_F16, 256, 4, 1, 4096, 30, 70, ppos, fa, 0) && attention_case(KV_Q8_0, 256, 8, 2, 300, 0, 70, ppos, fa, 0) &&
+        attention_case(KV_F32, 256, 4, 1, 4096, 100, 70, ppos, fa, 0))
         for (int kt = KV_F32; kt <= KV_Q8_0 && folded_kv_store((enum kv_type)kt); kt++) {
             if (!grouped_heads((enum kv_type)kt, 64) || !grouped_heads((enum kv_type)kt, 128) || !grouped_heads((enum kv_type)kt, 256))
                 return;
