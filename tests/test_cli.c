@@ -443,7 +443,12 @@ Test(bench, prints_a_table_and_json, .timeout = 120)
     cr_assert(strstr(d, "| pp4 @ d24 |") && strstr(d, "| tg4 @ d24 |"), "%s", d);
     char *over = stdout_of("%s bench -m %s -p 0 -n 4 -d 24 -r 1 -c 16 2>&1; echo rc=$?", minfer_bin(), m);
     cr_assert(strstr(over, "rc=1") && strstr(over, "minfer: bench:"), "%s", over);
-    free(t), free(j), free(d), free(over);
+    /* without -p the context goes in as one batch (up to 2048), not a step a token; -b still says */
+    char *b = stdout_of("%s bench -m %s -p 0 -n 2 -d 24 -r 1 --json | python3 -c \"import json,sys; print([r['n_batch'] for r in json.load(sys.stdin)])\"; "
+                        "%s bench -m %s -p 0 -n 2 -d 24 -r 1 -b 8 --json | python3 -c \"import json,sys; print([r['n_batch'] for r in json.load(sys.stdin)])\"",
+                        minfer_bin(), m, minfer_bin(), m);
+    cr_assert_str_eq(b, "[24]\n[8]\n");
+    free(t), free(j), free(d), free(over), free(b);
 }
 
 Test(tokenize, ids_and_pieces_as_llama_tokenize_prints_them)

@@ -11,7 +11,8 @@
 #include "cli/session.h"
 
 static const char usage[] = "usage: minfer bench -m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-b N] [--cache-type T] [--device D] [--json]\n"
-                            "  -d N: N tokens already in the cache before each measurement (untimed), as llama-bench's -d\n";
+                            "  -d N: N tokens already in the cache before each measurement (untimed), as llama-bench's -d\n"
+                            "  -b N: the batch (default: -p, or else -d's tokens up to 2048)\n";
 
 struct result {
     char test[32];
@@ -96,8 +97,8 @@ int cmd_bench(int argc, char **argv)
         return 1;
     if (o.engine.n_ctx <= 0)
         o.engine.n_ctx = o.bench_depth + (o.bench_pp > o.bench_tg ? o.bench_pp : o.bench_tg) + 1;
-    if (o.engine.n_batch <= 0)
-        o.engine.n_batch = o.bench_pp > 0 ? o.bench_pp : 1;
+    if (o.engine.n_batch <= 0) /* the prompt in one batch; else the context (-d) in batches of up to 2048, not a step a token */
+        o.engine.n_batch = o.bench_pp > 0 ? o.bench_pp : o.bench_depth > 0 ? (o.bench_depth < 2048 ? o.bench_depth : 2048) : 1;
     struct session s;
     struct error e;
     if (session_open(&s, &o, &e))
@@ -120,9 +121,9 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; !rc && i < n_res; i++) {
         if (o.json)
             printf("%s{\"model\": \"%s\", \"size_mib\": %.2f, \"params\": %.0f, \"backend\": \"%s\", \"threads\": %d, "
-                   "\"test\": \"%s\", \"tokens\": %lld, \"reps\": %lld, \"tokens_per_second\": %.3f, \"stddev\": %.3f}%s\n",
-                   i ? "  " : "[\n  ", desc, mib, params, backend, s.engine.cfg.n_threads, res[i].test, (long long)res[i].n,
-                   (long long)o.bench_reps, res[i].mean, res[i].sd, i + 1 < n_res ? "," : "\n]");
+                   "\"n_batch\": %lld, \"test\": \"%s\", \"tokens\": %lld, \"reps\": %lld, \"tokens_per_second\": %.3f, \"stddev\": %.3f}%s\n",
+                   i ? "  " : "[\n  ", desc, mib, params, backend, s.engine.cfg.n_threads, (long long)s.engine.cfg.n_batch,
+                   res[i].test, (long long)res[i].n, (long long)o.bench_reps, res[i].mean, res[i].sd, i + 1 < n_res ? "," : "\n]");
         else {
             if (i == 0)
                 printf("| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
