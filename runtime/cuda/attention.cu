@@ -416,14 +416,15 @@ static void launch_attention(bool stage, dim3 grid, size_t smem, cudaStream_t st
                              int64_t n_ctx, int64_t chunk, int64_t window, size_t rb, float *scratch, unsigned *tickets,
                              float *y, uint8_t *q8)
 {
-    static const bool opted = (cuda_smem_opt_in((const void *)attention_kernel<KT, DL, true>, ATT_STAGE_MAX), true);
-    (void)opted;
-    if (stage)
+    if (stage) { /* only where staged (sm_90): sm_89's blocks take at most 99 KiB, and a refusal would stay latched */
+        static const bool opted = (cuda_smem_opt_in((const void *)attention_kernel<KT, DL, true>, ATT_STAGE_MAX), true);
+        (void)opted;
         launch(attention_kernel<KT, DL, true>, grid, ATT_THREADS, smem + 2 * (size_t)chunk * rb, st, kb, vb, q, pos, c0, d, h,
                group, n_ctx, chunk, window, rb, scratch, tickets, y, q8);
-    else
+    } else {
         launch(attention_kernel<KT, DL, false>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk,
                window, rb, scratch, tickets, y, q8);
+    }
 }
 
 template <int KT>
