@@ -94,9 +94,10 @@ size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_
  * into q8h (if not NULL). Thread s reads chunk s's max and sum, and thread
  * i forms element i (and i + ATT_THREADS, ...) alone, asking for CB
  * chunks' values at once: its first CB are asked for with the maxes and
- * sums, one trip to L2 for up to CB chunks. (Chunk by chunk, a 16384-token
- * context's 58 chunks cost the 0.5B 31% of its tg128.) The partials were
- * written by other CTAs of this launch: read past L1 (__ldcg). */
+ * sums, one trip to L2 for up to CB chunks. (Read chunk by chunk, the 58
+ * chunks after 16384 tokens cost the 0.5B 31% of its tg128 there.) The
+ * partials were written by other CTAs of this launch: read past L1
+ * (__ldcg). */
 __device__ static void combine_chunks(const float *pc, int64_t S, int64_t d, float *yh, uint8_t *q8h)
 {
     constexpr int CB = 16;
