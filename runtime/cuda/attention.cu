@@ -17,7 +17,7 @@
 #include "cuda/kernels.h"
 
 #define ATT_THREADS 256
-#define ATT_STAGE_MAX (100 * 1024) /* a staged chunk's shared memory at most (stage_chunks) */
+#define ATT_STAGE_MAX (200 * 1024) /* a staged chunk's shared memory at most (stage_chunks) */
 #define ATT_MIN_CHUNK 128 /* positions a chunk at least: a short context is one CTA's, no combine */
 #define ATT_QUERIES 64 /* queries per launch: bounds the partials' scratch */
 #define ATT_MAX_CHUNKS 64 /* chunks a cache at most: chunks grow with n_ctx past 64 of ATT_MIN_CHUNK */
@@ -280,6 +280,12 @@ __device__ static void stage_new(const uint8_t *kh, const uint8_t *vh, int64_t s
         bulk_wait(bar);
 }
 
+/* CTAs an SM holds at least, by registers: 4 for the unstaged f32 and f16
+ * heads up to 64 wide (a long context's launch is many waves of them; left
+ * alone, ptxas takes 80 registers, 3 CTAs an SM; Q8_0 rows would spill),
+ * else 0: ptxas's own choice. */
+constexpr int att_min_blocks(int kt, int dl, bool stage) { return kt != KV_Q8_0 && dl <= 8 && !stage ? 4 : 0; }
+
 /* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
  * values } over the chunk's positions. ATT_GROUPS groups of 8 lanes take
  * positions start + g, start + g + ATT_GROUPS, ...; lane i of a group holds
@@ -297,7 +303,7 @@ __device__ static void stage_new(const uint8_t *kh, const uint8_t *vh, int64_t s
  * a 6 us launch; hence chunks of 128 for 256 threads, so that a context
  * under 128 positions has none, and a combine in one trip to L2.) */
 template <int KT, int DL, bool STAGE>
-__global__ void __launch_bounds__(ATT_THREADS) attention_kernel(
+__global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL, STAGE)) attention_kernel(
     const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
     const int32_t *__restrict__ pos, int64_t c_base, int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
     int64_t window, size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
@@ -448,15 +454,16 @@ static void launch_attention_kt(bool stage, dim3 grid, size_t smem, cudaStream_t
  * (stage_old): a decode step's (a batch's later tokens read rows its
  * earlier ones store, which may not be read before the wait), on sm_90,
  * with rows of whole 16-byte units, and a chunk's K and V rows beside the
- * rest within 48 KiB, or within ATT_STAGE_MAX (opted in: 2 CTAs an SM)
- * when the launch is one wave of those (a 128-wide head's short context;
- * at long ones, many CTAs of fewer bytes each keep more loads in flight). */
+ * rest within 48 KiB, or more (opted in, up to ATT_STAGE_MAX) when the
+ * launch is one wave of CTAs that big (a short context's; at long ones,
+ * many CTAs of fewer bytes each keep more loads in flight). */
 static bool stage_chunks(int64_t nt, size_t rb, int64_t chunk, size_t smem, int64_t ctas)
 {
     const size_t bytes = smem + 2 * (size_t)chunk * rb;
     if (nt != 1 || !cuda_stage_enabled() || rb % 16)
         return false;
-    return bytes <= 48 * 1024 || (bytes <= ATT_STAGE_MAX && ctas <= 2 * (int64_t)cuda_sm_count());
+    const int64_t per_sm = (int64_t)(cuda_sm_shared_bytes() / (bytes + 1024)); /* 1 KiB of each CTA's is reserved */
+    return bytes <= 48 * 1024 || (bytes <= ATT_STAGE_MAX && ctas <= per_sm * (int64_t)cuda_sm_count());
 }
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,

@@ -34,6 +34,7 @@
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
 extern "C" bool cuda_stage_enabled(void);    /* device.cu: decode weights staged by bulk copies (sm_90) */
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
+extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
 __device__ static inline void grid_begin(void)

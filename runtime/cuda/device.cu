@@ -65,6 +65,21 @@ extern "C" int cuda_sm_count(void)
     return v;
 }
 
+/* The shared memory of one multiprocessor of device 0, in bytes (0 when
+ * unknown): launches that size their CTAs to share it ask. Decided once. */
+extern "C" size_t cuda_sm_shared_bytes(void)
+{
+    static std::atomic<long long> n{ -1 };
+    long long v = n.load(std::memory_order_relaxed);
+    if (v < 0) {
+        int b = 0;
+        if (cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0) != cudaSuccess)
+            cudaGetLastError(), b = 0;
+        n.store(v = b, std::memory_order_relaxed);
+    }
+    return (size_t)v;
+}
+
 /* Lets kernel (a __global__ function) use bytes of dynamic shared memory,
  * past the default 48 KiB. Not checked here: a refusal makes the kernel's
  * launch fail, and its cuda_launch_end reports it, naming the kernel. */
