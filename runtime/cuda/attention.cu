@@ -280,11 +280,11 @@ __device__ static void stage_new(const uint8_t *kh, const uint8_t *vh, int64_t s
         bulk_wait(bar);
 }
 
-/* CTAs an SM holds at least, by registers: 4 for the unstaged f32 and f16
- * heads up to 64 wide (a long context's launch is many waves of them; left
- * alone, ptxas takes 80 registers, 3 CTAs an SM; Q8_0 rows would spill),
- * else 0: ptxas's own choice. */
-constexpr int att_min_blocks(int kt, int dl, bool stage) { return kt != KV_Q8_0 && dl <= 8 && !stage ? 4 : 0; }
+/* CTAs an SM holds at least, by registers: 4 for the f32 and f16 heads up
+ * to 64 wide (left alone, ptxas takes 80 registers unstaged, 95 staged: 3
+ * and 2 CTAs an SM, where a long context's launch is many waves of them;
+ * at 64 nothing spills; Q8_0 rows would), else 0: ptxas's own choice. */
+constexpr int att_min_blocks(int kt, int dl) { return kt != KV_Q8_0 && dl <= 8 ? 4 : 0; }
 
 /* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
  * values } over the chunk's positions. ATT_GROUPS groups of 8 lanes take
@@ -303,7 +303,7 @@ constexpr int att_min_blocks(int kt, int dl, bool stage) { return kt != KV_Q8_0 
  * a 6 us launch; hence chunks of 128 for 256 threads, so that a context
  * under 128 positions has none, and a combine in one trip to L2.) */
 template <int KT, int DL, bool STAGE>
-__global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL, STAGE)) attention_kernel(
+__global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL)) attention_kernel(
     const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
     const int32_t *__restrict__ pos, int64_t c_base, int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
     int64_t window, size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
