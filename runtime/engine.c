@@ -102,8 +102,11 @@ static int setup(struct engine *en, const struct model *m, struct error *e)
         en->cfg.n_ctx = a->n_ctx(m->hp);
         cap_context(en, &z);
     }
-    if (en->cfg.n_batch > en->cfg.n_ctx)
-        en->cfg.n_batch = en->cfg.n_ctx;
+    if (en->cfg.n_batch <= 0) /* the default: 512 tokens a graph, at most the context */
+        en->cfg.n_batch = en->cfg.n_ctx < 512 ? en->cfg.n_ctx : 512;
+    else if (en->cfg.n_batch > en->cfg.n_ctx)
+        return fail(e, "a batch of %lld tokens does not fit the context of %lld positions (-b at most -c)",
+                    (long long)en->cfg.n_batch, (long long)en->cfg.n_ctx);
     z.n_ctx = en->cfg.n_ctx;
     z.n_batch = en->cfg.n_batch;
     z.arena_bytes = a->arena_bytes(m->hp, en->cfg.n_batch, en->cfg.logits_all ? en->cfg.n_batch : 1);
@@ -143,8 +146,6 @@ int engine_init(struct engine *en, const struct model *m, const struct engine_co
     en->m = m;
     en->cfg = *cfg;
     en->last = -1;
-    if (en->cfg.n_batch <= 0)
-        en->cfg.n_batch = 512;
     if (en->cfg.n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         en->cfg.n_threads = n > 0 && n <= 64 ? (int)n : 1;

@@ -19,7 +19,8 @@
 struct engine_config {
     int64_t n_ctx;         /* positions the KV cache holds; 0: the model's training context, capped so its
                               KV cache takes at most a quarter of the memory */
-    int64_t n_batch;       /* tokens per graph when processing a prompt (default 512) */
+    int64_t n_batch;       /* tokens per graph when processing a prompt, at most n_ctx (an error past it);
+                              0: 512, or n_ctx if less */
     enum kv_type kv_type;
     int n_threads;         /* CPU threads; 0: all cores */
     bool logits_all;       /* size the arena so every token of a batch can get logits (engine_eval_logits) */

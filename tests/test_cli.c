@@ -565,6 +565,8 @@ Test(run, bad_flags_and_files_give_one_line)
         { "bench -m %s -d -1", "minfer: bench: -d wants a whole number in [0, 4194304], got '-1'\n" },
         { "bench -m %s -d 2.5", "minfer: bench: -d wants a whole number in [0, 4194304], got '2.5'\n" },
         { "run -m %s -p hi -n 1.5", "minfer: run: -n wants a whole number in [-1, 16777216], got '1.5'\n" },
+        { "run -m %s -p hi -c 16 -b 32", "minfer: a batch of 32 tokens does not fit the context of 16 positions (-b at "
+                                        "most -c)\n" },
         { "chat -m %s --chat-template vicuna", "minfer: chat: %s: unknown chat format 'vicuna' (minfer has chatml, llama3 and gemma)\n" },
         { "tokenize -m %s", "minfer: tokenize: give the text with -p TEXT or -f FILE (one of them)\n" },
         { "perplexity -m %s -p hi", "minfer: perplexity: the text comes from -f FILE\n" },

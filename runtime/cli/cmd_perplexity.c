@@ -17,7 +17,7 @@ static const char usage[] =
     "usage: minfer perplexity -m FILE -f TEXT [-c 512] [-b N] [-t N] [--chunks N] [--cache-type f32|f16|q8_0]\n"
     "                         [--device cpu|cpu-fast|cuda|auto]\n"
     "  -c N        window size in tokens (default 512); the second half of each window is scored\n"
-    "  -b N        tokens per graph (default: the window)\n"
+    "  -b N        tokens per graph, at most the window (default: 512, or the window if less)\n"
     "  --chunks N  score only the first N windows\n";
 
 struct score {
