@@ -12,7 +12,7 @@
 
 static const char usage[] = "usage: minfer bench -m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-b N] [--cache-type T] [--device D] [--json]\n"
                             "  -d N: N tokens already in the cache before each measurement (untimed), as llama-bench's -d\n"
-                            "  -b N: the batch (default: -p, or else -d's tokens up to 2048)\n";
+                            "  -b N: the batch (default: -p, or else -d's tokens up to 2048; at most -c)\n";
 
 struct result {
     char test[32];
@@ -97,8 +97,10 @@ int cmd_bench(int argc, char **argv)
         return 1;
     if (o.engine.n_ctx <= 0)
         o.engine.n_ctx = o.bench_depth + (o.bench_pp > o.bench_tg ? o.bench_pp : o.bench_tg) + 1;
-    if (o.engine.n_batch <= 0) /* the prompt in one batch; else the context (-d) in batches of up to 2048, not a step a token */
-        o.engine.n_batch = o.bench_pp > 0 ? o.bench_pp : o.bench_depth > 0 ? (o.bench_depth < 2048 ? o.bench_depth : 2048) : 1;
+    if (o.engine.n_batch <= 0) { /* the prompt in one batch; else the context (-d) in batches of up to 2048, not a step a token */
+        int64_t b = o.bench_pp > 0 ? o.bench_pp : o.bench_depth > 0 ? (o.bench_depth < 2048 ? o.bench_depth : 2048) : 1;
+        o.engine.n_batch = b < o.engine.n_ctx ? b : o.engine.n_ctx; /* a -c too short is the run's error, said below */
+    }
     struct session s;
     struct error e;
     if (session_open(&s, &o, &e))
