@@ -9,18 +9,24 @@
  * bits in a batch as alone. Within a chunk the order of every sum is fixed
  * too (attention_kernel), though not the CPU's: the two agree within a
  * stated tolerance (tests/cuda). */
+#include <atomic>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda/attention_prefill.cuh"
 #include "cuda/common.cuh"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 
-#define ATT_THREADS 256
+#ifndef ATT_THREADS
+#define ATT_THREADS 256 /* 128 with -DATT_THREADS=128, for measurements (any multiple of 32 that holds ATT_MAX_CHUNKS) */
+#endif
 #define ATT_STAGE_MAX (200 * 1024) /* a staged chunk's shared memory at most (stage_chunks) */
 #define ATT_MIN_CHUNK 128 /* positions a chunk at least: a short context is one CTA's, no combine */
 #define ATT_QUERIES 64 /* queries per launch: bounds the partials' scratch */
 #define ATT_MAX_CHUNKS 64 /* chunks a cache at most: chunks grow with n_ctx past 64 of ATT_MIN_CHUNK */
+static_assert(ATT_THREADS % 32 == 0 && ATT_THREADS >= ATT_MAX_CHUNKS, "the combine gives each chunk a thread");
 #define ATT_GROUPS (ATT_THREADS / 8) /* 8-lane groups, one KV position each at a time */
 #define ATT_MAX_HEAD 256             /* 8 lanes of at most 32 elements */
 #ifndef ATT_TURNS
@@ -74,9 +80,32 @@ extern "C" int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k
     return cuda_launch_end("kv_store_kernel", e);
 }
 
+/* Chunks a cache at most: ATT_MAX_CHUNKS, or MINFER_ATT_CHUNKS=N (1 to
+ * ATT_MAX_CHUNKS) from the environment, for measurements (fewer, longer
+ * chunks: fewer CTAs, fewer waves, a shorter combine). Decided once. */
+static int64_t max_chunks(void)
+{
+    static std::atomic<int> n{ -1 };
+    int v = n.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("MINFER_ATT_CHUNKS");
+        char *end = NULL;
+        const long x = env ? strtol(env, &end, 10) : ATT_MAX_CHUNKS;
+        v = env && (end == env || *end || x < 1 || x > ATT_MAX_CHUNKS) ? -1 : (int)x;
+        if (v < 0) {
+            fprintf(stderr, "minfer: MINFER_ATT_CHUNKS wants a whole number in [1, %d], got '%s': %d kept\n",
+                    ATT_MAX_CHUNKS, env, ATT_MAX_CHUNKS);
+            v = ATT_MAX_CHUNKS;
+        }
+        n.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 int64_t cuda_attention_chunk(int64_t n_ctx)
 {
-    int64_t chunk = (n_ctx + ATT_MAX_CHUNKS - 1) / ATT_MAX_CHUNKS;
+    const int64_t most = max_chunks();
+    int64_t chunk = (n_ctx + most - 1) / most;
     chunk = (chunk + 31) / 32 * 32;
     return chunk < ATT_MIN_CHUNK ? ATT_MIN_CHUNK : chunk;
 }
@@ -280,11 +309,12 @@ __device__ static void stage_new(const uint8_t *kh, const uint8_t *vh, int64_t s
         bulk_wait(bar);
 }
 
-/* CTAs an SM holds at least, by registers: 4 for the f32 and f16 heads up
- * to 64 wide (left alone, ptxas takes 80 registers unstaged, 95 staged: 3
- * and 2 CTAs an SM, where a long context's launch is many waves of them;
- * at 64 nothing spills; Q8_0 rows would), else 0: ptxas's own choice. */
-constexpr int att_min_blocks(int kt, int dl) { return kt != KV_Q8_0 && dl <= 8 ? 4 : 0; }
+/* CTAs an SM holds at least, by registers: 1024 threads' worth (64
+ * registers a thread) for the f32 and f16 heads up to 64 wide (left alone
+ * at 256 threads, ptxas takes 80 registers unstaged, 95 staged: 3 and 2
+ * CTAs an SM, where a long context's launch is many waves of them; at 64
+ * nothing spills; Q8_0 rows would), else 0: ptxas's own choice. */
+constexpr int att_min_blocks(int kt, int dl) { return kt != KV_Q8_0 && dl <= 8 ? 1024 / ATT_THREADS : 0; }
 
 /* One CTA per (chunk, head, query): partial = { max, sum of exps, d weighted
  * values } over the chunk's positions. ATT_GROUPS groups of 8 lanes take
