@@ -74,9 +74,11 @@ if ! python3 -c 'import gguf' 2>/dev/null && compgen -G '.whl/*.whl' >/dev/null;
 fi
 stages=${*:-tests sanitize bench big long profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
-out=${OUT:-/tmp/gpu-check} # what comes back from the device (8 files at most)
+out=${OUT:-/tmp/gpu-check} # what comes back from the device (8 files at most: summary.md, runs.jsonl, cuda-tests.txt,
+# sanitize.txt, gpu-bench.txt, profile.md, profile-attention.txt, profile-prompt.txt)
 tmp=/tmp/gpu-check-scratch
 mkdir -p "$out" "$tmp" /tmp/gpu-models
+: >"$out/runs.jsonl"
 rows=()
 row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
 needed=(build/minfer) # only what the stages run, so an A/B call has room for other builds in its carry
@@ -130,14 +132,20 @@ if want sanitize; then
     done
 fi
 
+keep() { # label, a bench's JSON file: one line of $out/runs.jsonl (every run's results, one file back)
+    python3 -c 'import json, sys; print(json.dumps({"label": sys.argv[1], "runs": json.load(open(sys.argv[2]))}))' \
+        "$1" "$2" >>"$out/runs.jsonl" 2>/dev/null || echo "gpu-check: $1: no results in $2" >&2
+}
+
 bench_model() { # label, file, copy bandwidth in GB/s[, binary]: prints label|tg|pp512|GB per token|floor|fraction|pp2048|TOP/s
     local label=$1 f=$2 bw=$3 bin=${4:-build/minfer}
-    $bin bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$out/bench-$label.json" 2>"$tmp/bench-$label.err" ||
+    $bin bench -m "$f" -p 512 -n 128 -r 3 --device cuda --json >"$tmp/bench-$label.json" 2>"$tmp/bench-$label.err" ||
         tail -3 "$tmp/bench-$label.err" >&2
     $bin bench -m "$f" -p 2048 -n 0 -r 2 --device cuda --json >"$tmp/bench2048-$label.json" 2>>"$tmp/bench-$label.err" ||
         tail -3 "$tmp/bench-$label.err" >&2
+    keep "$label" "$tmp/bench-$label.json"
     build/minfer info --json "$f" >"$tmp/info-$label.json"
-    python3 - "$tmp/info-$label.json" "$out/bench-$label.json" "$bw" "$label" "$tmp/bench2048-$label.json" <<'PY'
+    python3 - "$tmp/info-$label.json" "$tmp/bench-$label.json" "$bw" "$label" "$tmp/bench2048-$label.json" <<'PY'
 import json, sys
 info, res, bw, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3]), sys.argv[4]
 res2048 = json.load(open(sys.argv[5]))
@@ -245,7 +253,6 @@ PY
 fi
 
 if want long; then # decode after a long context: the attention's share grows with it
-    : >"$out/long.json"
     models=("qwen2.5-0.5b q4_k_m" "gemma3-270m q4_k_m")
     want big && models+=("qwen3-8b q4_k_m")
     for m in "${models[@]}"; do
@@ -254,7 +261,7 @@ if want long; then # decode after a long context: the attention's share grows wi
         for d in 4096 16384; do
             build/minfer bench -m "$f" -p 0 -n 128 -d "$d" -r 2 -b 2048 --device cuda --json >"$tmp/long.json" \
                 2>"$tmp/long.err" || tail -3 "$tmp/long.err" >&2
-            cat "$tmp/long.json" >>"$out/long.json"
+            keep "$1-$2 tg128 after $d" "$tmp/long.json"
             row "$1-$2 tg128 after $d tokens (t/s)" "$(python3 - "$tmp/long.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
@@ -301,6 +308,8 @@ if want profile; then # one decode step's kernels under ncu (no graphs: ncu time
 fi
 
 echo
-printf '| %-44s | %-52s |\n' "check" "result"
-printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..54})"
-printf '%s\n' "${rows[@]}"
+{
+    printf '| %-44s | %-52s |\n' "check" "result"
+    printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..54})"
+    printf '%s\n' "${rows[@]}"
+} | tee "$out/summary.md"
