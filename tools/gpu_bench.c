@@ -1,6 +1,7 @@
 /* gpu_bench.c: the decode GEMV (cuda_matmul, one column) on the GPU at Qwen3-8B's shapes, against the
  * memory-bandwidth floor measured in the same run (a device-to-device copy), then a decode step's
- * small kernels (norm, RoPE, attention) at two models' shapes, then what one dependency costs
+ * small kernels (norm, RoPE, attention) at two models' shapes, attention after 4096 and 16384
+ * positions (its cache read against the same floor), then what one dependency costs
  * (gpu_bench_sync.cu).
  * Each GEMV streams its weights from DRAM (copies beyond the L2, used in turn).
  * Prints a table. usage: minfer-gpu-bench [REPS [SHAPE]] (SHAPE: one row of the table, from 0), or
@@ -14,6 +15,7 @@
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
 #include "cuda/weight_layout.h"
+#include "gpu_bench.h"
 #include "graph_ops.h"
 #include "kv_cache.h"
 #include "quant/quant.h"
@@ -23,7 +25,6 @@
 
 static int fail_line(const struct error *e) { return fprintf(stderr, "gpu-bench: %s\n", e->msg), 1; }
 
-int gpu_bench_sync(int reps, struct error *e); /* gpu_bench_sync.cu */
 
 /* The small kernels of a decode step, each launched reps times back to
  * back (each launch waits for the one before, as in a step): us per launch,
@@ -35,6 +36,50 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int gpu_bench_replayed_us(gpu_bench_launch fn, const void *ctx, int n, int reps, double *us, struct error *e)
+{
+    void *st, *exec = NULL;
+    if (cuda_stream_create(&st, e) || cuda_capture_begin(st, e))
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (fn(ctx, i, st, e))
+            return cuda_capture_abort(st), -1;
+    if (cuda_capture_end(st, &exec, e) || cuda_graph_launch(exec, st, e) || cuda_stream_sync(st, "warm-up", e))
+        return -1;
+    const double t0 = now_seconds(); /* a graph of n launches: the GPU, not the host, sets the pace */
+    for (int i = 0; i < reps; i++)
+        if (cuda_graph_launch(exec, st, e))
+            return -1;
+    if (cuda_stream_sync(st, "replayed launches", e))
+        return -1;
+    *us = (now_seconds() - t0) * 1e6 / reps / n;
+    cuda_graph_destroy(exec);
+    cuda_stream_destroy(st);
+    return 0;
+}
+
+/* A decode step's small kernels at one model's shapes: kind 0 the norm, 1
+ * the heads, 2 attention. */
+struct small {
+    int kind;
+    int64_t d, h, hk, hd, n_ctx, chunk;
+    void *x, *w, *q8, *q, *kl, *vl, *att, *y, *pos;
+    struct cuda_heads parts[2];
+    struct cuda_kv_dest store;
+};
+
+static int small_launch(const void *ctx, int i, void *st, struct error *e)
+{
+    const struct small *m = ctx;
+    (void)i;
+    if (m->kind == 0)
+        return cuda_rms_norm(m->x, m->w, 1e-6f, m->d, 1, NULL, NULL, m->q8, st, e);
+    if (m->kind == 1)
+        return cuda_head_norm_rope_parts(m->parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, m->pos, m->hd, 1, &m->store, st, e);
+    return cuda_attention(KV_F16, m->kl, m->vl, m->q, m->pos, m->hd, m->h, m->hk, 1, m->n_ctx, m->chunk, 0, m->att, m->y,
+                          m->q8, st, e);
 }
 
 static int small_kernels(int reps)
@@ -64,39 +109,84 @@ static int small_kernels(int reps)
             cuda_memset_async(v, 0, (size_t)(hk * hd) * 4, NULL, &e) || cuda_memset_async(kl, 0, cache, NULL, &e) ||
             cuda_memset_async(vl, 0, cache, NULL, &e) || cuda_memset_async(att, 0, scratch, NULL, &e))
             return fail_line(&e);
-        const struct cuda_heads parts[2] = { { q, models[mi].qk_norm ? w : NULL, q, h }, { k, models[mi].qk_norm ? w : NULL, k, hk } };
-        const struct cuda_kv_dest store = { KV_F16, kl, vl, v, n_ctx };
-        for (int kind = 0; kind < 3; kind++) {
+        struct small m = { 0, d, h, hk, hd, n_ctx, chunk, x, w, q8, q, kl, vl, att, y, pos,
+                           { { q, models[mi].qk_norm ? w : NULL, q, h }, { k, models[mi].qk_norm ? w : NULL, k, hk } },
+                           { KV_F16, kl, vl, v, n_ctx } };
+        for (m.kind = 0; m.kind < 3; m.kind++) {
             static const char *what[] = { "rms_norm, Q8_1 out", "Q/K head norm + RoPE + KV store (f16)",
                                           "attention over 128 positions (f16 KV), Q8_1 out" };
-            /* captured as a CUDA graph and replayed, as a decode step is: the host's launch cost is not timed */
-            void *st, *exec = NULL;
-            if (cuda_stream_create(&st, &e) || cuda_capture_begin(st, &e))
+            double us;
+            if (gpu_bench_replayed_us(small_launch, &m, SMALL_LAUNCHES, reps, &us, &e))
                 return fail_line(&e);
-            for (int i = 0; i < SMALL_LAUNCHES; i++) {
-                int rc = kind == 0 ? cuda_rms_norm(x, w, 1e-6f, d, 1, NULL, NULL, q8, st, &e)
-                         : kind == 1 ? cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, pos, hd, 1, &store, st, &e)
-                                     : cuda_attention(KV_F16, kl, vl, q, pos, hd, h, hk, 1, n_ctx, chunk, 0, att, y, q8, st, &e);
-                if (rc)
-                    return cuda_capture_abort(st), fail_line(&e);
-            }
-            if (cuda_capture_end(st, &exec, &e) || cuda_graph_launch(exec, st, &e) || cuda_stream_sync(st, "warm-up", &e))
-                return fail_line(&e);
-            const double t0 = now_seconds(); /* a graph of 100 launches: the GPU, not the host, sets the pace */
-            for (int i = 0; i < reps; i++)
-                if (cuda_graph_launch(exec, st, &e))
-                    return fail_line(&e);
-            if (cuda_stream_sync(st, "small kernels", &e))
-                return fail_line(&e);
-            const double ms = (now_seconds() - t0) * 1e3;
-            cuda_graph_destroy(exec);
-            cuda_stream_destroy(st);
-            printf("| %s | %s | %.2f |\n", what[kind], models[mi].model, ms * 1e3 / reps / SMALL_LAUNCHES);
+            printf("| %s | %s | %.2f |\n", what[m.kind], models[mi].model, us);
         }
         void *all[] = { x, w, q8, q, k, v, kl, vl, att, y, pos };
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             cuda_free(all[i]);
     }
+    return 0;
+}
+
+/* Decode attention after a long context: the query at position depth + 63
+ * (the middle of bench's tg128 after -d depth, in the context bench sizes
+ * for it, so the same chunks), its cache in copies used in turn that
+ * overflow the L2 as a model's layers do. */
+#define LONG_COPIES_MAX 64
+
+struct long_att {
+    int64_t h, hk, hd, n_ctx, chunk;
+    int copies;
+    void *kl[LONG_COPIES_MAX], *vl[LONG_COPIES_MAX], *q, *pos, *att, *y, *q8;
+};
+
+static int long_launch(const void *ctx, int i, void *st, struct error *e)
+{
+    const struct long_att *a = ctx;
+    return cuda_attention(KV_F16, a->kl[i % a->copies], a->vl[i % a->copies], a->q, a->pos, a->hd, a->h, a->hk, 1,
+                          a->n_ctx, a->chunk, 0, a->att, a->y, a->q8, st, e);
+}
+
+static int long_attention(int reps, double floor_gbs)
+{
+    static const struct {
+        const char *model;
+        int64_t h, h_kv, hd;
+    } models[] = { { "Qwen3-8B", 32, 8, 128 }, { "Qwen2.5-0.5B", 14, 2, 64 } };
+    static const int64_t depths[] = { 4096, 16384 };
+    struct error e;
+    printf("\n| attention after a context (f16 KV), Q8_1 out | model | chunk | us per launch | cache GB/s | of copy "
+           "bandwidth |\n|---|---|---:|---:|---:|---:|\n");
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
+        for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
+            struct long_att a = { models[mi].h, models[mi].h_kv, models[mi].hd, depths[di] + 129, 0, 0, { 0 }, { 0 },
+                                  NULL, NULL, NULL, NULL, NULL };
+            a.chunk = cuda_attention_chunk(a.n_ctx);
+            const int32_t p = (int32_t)(depths[di] + 63);
+            const size_t rb = kv_row_bytes(KV_F16, a.hd), cache = (size_t)a.hk * (size_t)a.n_ctx * rb;
+            const size_t scratch = cuda_attention_scratch_floats(a.hd, a.h, a.n_ctx, a.chunk) * sizeof(float);
+            const size_t qbytes = (size_t)(a.h * a.hd) * 4;
+            a.copies = (int)((L2_FLUSH_BYTES + 2 * cache - 1) / (2 * cache));
+            a.copies = a.copies < 2 ? 2 : a.copies > LONG_COPIES_MAX ? LONG_COPIES_MAX : a.copies;
+            for (int c = 0; c < a.copies; c++)
+                if (cuda_alloc(&a.kl[c], cache, "K cache", &e) || cuda_alloc(&a.vl[c], cache, "V cache", &e) ||
+                    cuda_memset_async(a.kl[c], 0, cache, NULL, &e) || cuda_memset_async(a.vl[c], 0, cache, NULL, &e))
+                    return fail_line(&e);
+            if (cuda_alloc(&a.q, qbytes, "q", &e) || cuda_alloc(&a.y, qbytes, "y", &e) ||
+                cuda_alloc(&a.q8, (size_t)(a.h * a.hd / 32) * 36, "q8", &e) ||
+                cuda_alloc(&a.att, scratch, "attention scratch", &e) || cuda_alloc(&a.pos, sizeof p, "pos", &e) ||
+                cuda_upload(a.pos, &p, sizeof p, &e) || cuda_memset_async(a.q, 0, qbytes, NULL, &e) ||
+                cuda_memset_async(a.att, 0, scratch, NULL, &e))
+                return fail_line(&e);
+            double us;
+            if (gpu_bench_replayed_us(long_launch, &a, SMALL_LAUNCHES, reps, &us, &e))
+                return fail_line(&e);
+            const double gbs = 2.0 * (double)(p + 1) * (double)rb * (double)a.hk / (us * 1e-6) / 1e9; /* K and V rows read */
+            printf("| after %lld positions | %s | %lld | %.2f | %.0f | %.0f%% |\n", (long long)depths[di], models[mi].model,
+                   (long long)a.chunk, us, gbs, 100.0 * gbs / floor_gbs);
+            for (int c = 0; c < a.copies; c++)
+                cuda_free(a.kl[c]), cuda_free(a.vl[c]);
+            cuda_free(a.q), cuda_free(a.y), cuda_free(a.q8), cuda_free(a.att), cuda_free(a.pos);
+        }
     return 0;
 }
 
@@ -281,7 +371,7 @@ int main(int argc, char **argv)
     }
     if (only >= 0)
         return 0;
-    if (small_kernels(reps))
+    if (small_kernels(reps) || long_attention(reps, floor_gbs))
         return 1;
     return gpu_bench_sync(reps, &e) ? fail_line(&e) : 0;
 }

@@ -5,10 +5,10 @@
  * barrier across every CTA of one persistent kernel (what a kernel per
  * layer would use instead). */
 #include <stdio.h>
-#include <time.h>
 
 #include "cuda/common.cuh"
 #include "cuda/device.h"
+#include "gpu_bench.h"
 
 #define SYNC_THREADS 128
 #define SYNC_LAUNCHES 100          /* empty kernels a graph */
@@ -51,35 +51,20 @@ __global__ void __launch_bounds__(SYNC_THREADS) barrier_kernel(unsigned *count, 
     }
 }
 
-static double seconds(void)
+static int empty_launch(const void *ctx, int i, void *stream, struct error *e)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    (void)i;
+    if (cuda_launch_begin("empty_kernel", e))
+        return -1;
+    launch(empty_kernel, dim3(*(const unsigned *)ctx), SYNC_THREADS, 0, (cudaStream_t)stream);
+    return cuda_launch_end("empty_kernel", e);
 }
 
 /* us per empty launch of ctas CTAs in a replayed graph (a graph of
  * SYNC_LAUNCHES: the GPU, not the host, sets the pace). */
 static int launch_boundary(int reps, unsigned ctas, double *us, struct error *e)
 {
-    void *st, *exec = NULL;
-    if (cuda_stream_create(&st, e) || cuda_capture_begin(st, e) || cuda_launch_begin("empty_kernel", e))
-        return -1;
-    for (int i = 0; i < SYNC_LAUNCHES; i++)
-        launch(empty_kernel, dim3(ctas), SYNC_THREADS, 0, (cudaStream_t)st);
-    if (cuda_launch_end("empty_kernel", e) || cuda_capture_end(st, &exec, e) || cuda_graph_launch(exec, st, e) ||
-        cuda_stream_sync(st, "warm-up", e))
-        return -1;
-    const double t0 = seconds();
-    for (int i = 0; i < reps; i++)
-        if (cuda_graph_launch(exec, st, e))
-            return -1;
-    if (cuda_stream_sync(st, "empty kernels", e))
-        return -1;
-    *us = (seconds() - t0) * 1e6 / reps / SYNC_LAUNCHES;
-    cuda_graph_destroy(exec);
-    cuda_stream_destroy(st);
-    return 0;
+    return gpu_bench_replayed_us(empty_launch, &ctas, SYNC_LAUNCHES, reps, us, e);
 }
 
 /* us per barrier of a persistent launch of ctas CTAs: a launch of
@@ -116,7 +101,7 @@ extern "C" int gpu_bench_sync(int reps, struct error *e)
         return -1;
     printf("\n| one dependency (us) | CTAs | us |\n|---|---:|---:|\n");
     for (unsigned per_sm = 1; per_sm <= 4; per_sm *= 4) {
-        double boundary, barrier;
+        double boundary = 0, barrier = 0;
         if (launch_boundary(reps, per_sm * sms, &boundary, e) || grid_barrier(per_sm * sms, (unsigned *)state, &barrier, e))
             return cuda_free(state), -1;
         printf("| an empty kernel after an empty kernel (PDL, a replayed graph) | %u | %.2f |\n", per_sm * sms, boundary);
