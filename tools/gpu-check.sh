@@ -26,7 +26,7 @@
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
-# ab:       AB="<other builds' minfer, carried> ..." against build/minfer
+# ab:       AB="<other builds' minfer, carried (tools/build-variant.sh)> ..." against build/minfer
 #           (an entry NAME=VALUE: build/minfer with that in its
 #           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
