@@ -107,7 +107,8 @@ static int small_kernels(int reps)
             cuda_memset_async(x, 0, (size_t)d * 4, NULL, &e) || cuda_memset_async(w, 0, (size_t)d * 4, NULL, &e) ||
             cuda_memset_async(q, 0, (size_t)(h * hd) * 4, NULL, &e) || cuda_memset_async(k, 0, (size_t)(hk * hd) * 4, NULL, &e) ||
             cuda_memset_async(v, 0, (size_t)(hk * hd) * 4, NULL, &e) || cuda_memset_async(kl, 0, cache, NULL, &e) ||
-            cuda_memset_async(vl, 0, cache, NULL, &e) || cuda_memset_async(att, 0, scratch, NULL, &e))
+            cuda_memset_async(vl, 0, cache, NULL, &e) || cuda_memset_async(att, 0, scratch, NULL, &e) ||
+            cuda_sync(&e)) /* the zeros in before the graph's stream reads them */
             return fail_line(&e);
         struct small m = { 0, d, h, hk, hd, n_ctx, chunk, x, w, q8, q, kl, vl, att, y, pos,
                            { { q, models[mi].qk_norm ? w : NULL, q, h }, { k, models[mi].qk_norm ? w : NULL, k, hk } },
@@ -175,7 +176,7 @@ static int long_attention(int reps, double floor_gbs)
                 cuda_alloc(&a.q8, (size_t)(a.h * a.hd / 32) * 36, "q8", &e) ||
                 cuda_alloc(&a.att, scratch, "attention scratch", &e) || cuda_alloc(&a.pos, sizeof p, "pos", &e) ||
                 cuda_upload(a.pos, &p, sizeof p, &e) || cuda_memset_async(a.q, 0, qbytes, NULL, &e) ||
-                cuda_memset_async(a.att, 0, scratch, NULL, &e))
+                cuda_memset_async(a.att, 0, scratch, NULL, &e) || cuda_sync(&e)) /* the zeros in before the graph's stream reads them */
                 return fail_line(&e);
             double us;
             if (gpu_bench_replayed_us(long_launch, &a, SMALL_LAUNCHES, reps, &us, &e))
