@@ -29,6 +29,8 @@
 struct reference {
     const char *fixture; /* under tests/fixtures/data */
     const char *env;     /* the variable that may name the model file */
+    const char *preset;  /* the per-model binary the build makes for its shapes (minfer-<preset>) */
+    int launches;        /* its matmul launches a token (layers x 4, and the output) */
 };
 
 /* The references: llama.cpp on both models, and for Gemma also
@@ -36,8 +38,8 @@ struct reference {
  * own weights dequantized, float32, eager attention; teacher-forced over
  * the llama.cpp fixture's tokens; no greedy or perplexity records). */
 static const struct reference refs[] = {
-    { .fixture = "qwen2.5-coder-0.5b.llama.txt", .env = "MINFER_MODEL" },
-    { .fixture = "gemma-3-270m.llama.txt", .env = "MINFER_GEMMA" },
+    { .fixture = "qwen2.5-coder-0.5b.llama.txt", .env = "MINFER_MODEL", .preset = "qwen2.5-0.5b", .launches = 97 },
+    { .fixture = "gemma-3-270m.llama.txt", .env = "MINFER_GEMMA", .preset = "gemma3-270m", .launches = 73 },
     { .fixture = "gemma-3-270m.transformers.txt", .env = "MINFER_GEMMA" },
 };
 #define MARGIN 0.5 /* logits between the reference's two best beyond which the argmax must agree */
@@ -128,6 +130,30 @@ ParameterizedTest(int *model, real_model, tokens_equal_llama_cpp)
     model_close(&m);
     fixture_free(&fx);
 }
+
+#ifdef MINFER_CUDA
+ParameterizedTestParameters(real_model, per_model_binary_types_every_decode_matmul)
+{
+    return cr_make_param_array(int, models, N_MODELS);
+}
+
+/* The per-model binary made for the model's shapes runs every matmul of a
+ * decode step with its typed kernels (rows and types compiled in): the
+ * real file's quantization mix is the one the build makes them for by
+ * default (Q4_K_M; configure --model=PRESET:MIX changes it). */
+ParameterizedTest(int *model, real_model, per_model_binary_types_every_decode_matmul)
+{
+    read_fixture(*model);
+    char cmd[2048], *out, want[160];
+    snprintf(cmd, sizeof cmd, "./minfer-%s info %s", ref.preset, model_path());
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s\n%s", cmd, out);
+    snprintf(want, sizeof want, "\nkernels: %d of a token's %d matmul launches on the GPU take this build's typed kernels "
+             "(its rows and types)\n", ref.launches, ref.launches);
+    cr_assert(strstr(out, want), "want '%s' in\n%s", want + 1, out);
+    free(out);
+    fixture_free(&fx);
+}
+#endif
 
 ParameterizedTestParameters(real_model, teacher_forced_logits_match_llama_cpp)
 {

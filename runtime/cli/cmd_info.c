@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#ifdef MINFER_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 #include "gguf/gguf.h"
 #include "model.h"
 #include "quant/tensor_type.h"
@@ -125,6 +128,7 @@ struct model_check {
     const char *arch_name, *preset, *source;
     int n_tensors, n_nodes;
     size_t arena_1, arena_512; /* activation arena for 1 and 512 tokens */
+    int typed, launches;       /* a per-model build's: decode matmul launches its typed kernels run, of all */
     struct error e;
 };
 
@@ -141,6 +145,10 @@ static int build_graphs(const struct model *m, struct model_check *c)
             rc = fail(&c->e, "%s", g.err.msg);
         *(k ? &c->arena_512 : &c->arena_1) = g.arena_bytes;
         c->n_nodes = g.n;
+#ifdef MINFER_CUDA
+        if (!rc && k == 0 && c->preset)
+            c->typed = cuda_backend_typed_launches(m, &g, &c->launches);
+#endif
     }
     graph_free(&g);
     return rc;
@@ -260,6 +268,10 @@ static void print_text(const struct gguf *g, const char *path, struct gguf_str a
                    "activations %.2f MiB for 1 token, %.2f MiB for 512\n", c->arch_name,
                 c->preset ? "specialized for " : "generic build", c->preset ? c->preset : "", c->source, c->n_tensors,
                 c->n_nodes, (double)c->arena_1 / 1048576.0, (double)c->arena_512 / 1048576.0);
+    if (c->ok && c->launches)
+        fprintf(f, "kernels: %d of a token's %d matmul launches on the GPU take this build's typed kernels (its rows "
+                   "and types)%s\n", c->typed, c->launches,
+                c->typed < c->launches ? "; the rest its kernels for their row length" : "");
 }
 
 int cmd_info(int argc, char **argv)

@@ -263,6 +263,35 @@ static int upload_weights(struct device_weights *s, struct error *e)
     return 0;
 }
 
+/* A per-model build's decode matmuls for m's architecture, or NULL (the
+ * generic build's kernels throughout). */
+static const struct cuda_kernel *special_table(const struct model *m)
+{
+    for (int t = 0; t < cuda_kernel_table_count; t++)
+        if (strcmp(cuda_kernel_tables[t].arch, m->arch->name) == 0 && cuda_kernel_tables[t].kernels[0].matmul)
+            return cuda_kernel_tables[t].kernels;
+    return NULL;
+}
+
+int cuda_backend_typed_launches(const struct model *m, const struct graph *g, int *launches)
+{
+    const struct cuda_kernel *special = special_table(m);
+    int typed = 0;
+    *launches = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct node *n = &g->node[i];
+        if (!op_is_matmul(n->op))
+            continue;
+        struct cuda_matrix mats[3];
+        const int n_w = op_info(n->op)->n_w;
+        for (int j = 0; j < n_w && j < 3; j++)
+            mats[j] = (struct cuda_matrix){ n->p.w[j]->type, NULL, n->p.w[j]->ne[1], NULL, NULL };
+        ++*launches;
+        typed += special && cuda_matmul_typed(special, mats, n_w, g->node[n->src[0]].ne[0], n->op == OP_FFN_GLU);
+    }
+    return typed;
+}
+
 static int cuda_init(void **state, const struct model *m, const struct backend_sizes *z, struct error *e)
 {
     struct cuda_state *s = calloc(1, sizeof *s);
@@ -270,9 +299,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
         return fail(e, "out of memory");
     *state = s;
     s->m = m;
-    for (int t = 0; t < cuda_kernel_table_count; t++)
-        if (strcmp(cuda_kernel_tables[t].arch, m->arch->name) == 0 && cuda_kernel_tables[t].kernels[0].matmul)
-            s->special = cuda_kernel_tables[t].kernels;
+    s->special = special_table(m);
     s->graphs = z->graphs;
     s->kv_type = z->kv_type;
     s->n_ctx = z->n_ctx;

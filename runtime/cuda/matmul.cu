@@ -113,13 +113,34 @@ static bool typed_match(const struct cuda_kernel &e, const struct mm_args &a, in
     return true;
 }
 
-/* The generated decode matmul for a in special: the typed entry of its
- * row sets and types, else the entry for its row length, else NULL. */
-static cuda_matmul_fn special_for(const struct cuda_kernel *special, const struct mm_args &a, int n_mat)
+/* special's typed entry for a (its row sets and types), or NULL. */
+static cuda_matmul_fn typed_for(const struct cuda_kernel *special, const struct mm_args &a, int n_mat)
 {
     for (int i = 0; special && special[i].matmul; i++)
         if (special[i].types[0] >= 0 && special[i].k == a.k && typed_match(special[i], a, n_mat))
             return special[i].matmul;
+    return NULL;
+}
+
+extern "C" bool cuda_matmul_typed(const struct cuda_kernel *special, const struct cuda_matrix *m, int n_mat, int64_t k,
+                                  bool pair)
+{
+    struct mm_args a;
+    memset(&a, 0, sizeof a);
+    a.k = k;
+    a.epi = pair ? CUDA_EPI_PAIR : CUDA_EPI_NONE;
+    a.n_mat = n_mat;
+    for (int i = 0; i < n_mat && i < 3; i++)
+        a.m[i].type = m[i].t, a.m[i].n = m[i].n;
+    return n_mat >= 1 && n_mat <= 3 && typed_for(special, a, n_mat) != NULL;
+}
+
+/* The generated decode matmul for a in special: the typed entry of its
+ * row sets and types, else the entry for its row length, else NULL. */
+static cuda_matmul_fn special_for(const struct cuda_kernel *special, const struct mm_args &a, int n_mat)
+{
+    if (cuda_matmul_fn typed = typed_for(special, a, n_mat))
+        return typed;
     for (int i = 0; special && special[i].matmul; i++)
         if (special[i].types[0] < 0 && special[i].k == a.k)
             return special[i].matmul;
