@@ -325,6 +325,12 @@ ParameterizedTest(struct specialized *sp, cli, a_specialized_binary_runs_its_own
     snprintf(want, sizeof want, " of a token's %d matmul launches on the GPU take this build's typed kernels (its rows "
              "and types); the rest its kernels for their row length\n", sp->launches);
     cr_assert(strstr(out, want), "want '%s' in\n%s", want, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./minfer-%s info --json %s | python3 -c \"import json,sys; m=json.load(sys.stdin)['model']; "
+             "print(m['launches'], m['typed_launches'] < m['launches'])\"", sp->preset, model);
+    cr_assert_eq(run_cmd(cmd, &out), 0, "%s", out);
+    snprintf(want, sizeof want, "%d True\n", sp->launches);
+    cr_assert_str_eq(out, want);
 #endif
     free(out);
     const char *a = temp_path(".f32"), *b = temp_path(".f32");

@@ -220,6 +220,8 @@ static void print_json(const struct gguf *g, const char *path, struct gguf_str a
         json_str(f, NO_TENSORS, strlen(NO_TENSORS));
     else
         fputs("null", f);
+    if (c->ok && c->launches) /* a per-model build's: see print_text */
+        fprintf(f, ", \"typed_launches\": %d, \"launches\": %d", c->typed, c->launches);
     fprintf(f, "},\n  \"totals\": {\"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
                ", \"bits_per_weight\": %.4f}\n}\n",
             g->n_tensors, tot.params, tot.bytes, tot.params ? 8.0 * (double)tot.bytes / (double)tot.params : 0.0);
