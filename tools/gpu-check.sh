@@ -26,6 +26,10 @@
 # big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
+# timeline: one replayed decode step of each model above as its launches
+#           overlap (tools/timeline.py on a measuring build: TIMELINE_BIN,
+#           .base/minfer-timeline from tools/build-variant.sh timeline all
+#           -DMINFER_TIMELINE): each kernel's cost to the step (timeline.md);
 # ab:       AB="<other builds' minfer, carried (tools/build-variant.sh)> ..." against build/minfer
 #           (an entry NAME=VALUE: build/minfer with that in its
 #           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
@@ -75,7 +79,7 @@ fi
 stages=${*:-tests sanitize bench big long profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${OUT:-/tmp/gpu-check} # what comes back from the device (8 files at most: summary.md, runs.jsonl, cuda-tests.txt,
-# sanitize.txt, gpu-bench.txt, profile.md, profile-attention.txt, profile-prompt.txt)
+# sanitize.txt, gpu-bench.txt, profile.md or timeline.md, profile-attention.txt, profile-prompt.txt)
 tmp=/tmp/gpu-check-scratch
 mkdir -p "$out" "$tmp" /tmp/gpu-models
 : >"$out/runs.jsonl"
@@ -269,6 +273,21 @@ print("%.1f ± %.1f" % (r["tokens_per_second"], r["stddev"]))
 PY
 )"
         done
+    done
+fi
+
+if want timeline; then # one replayed decode step's launches as they overlap (a measuring build: tools/timeline.py)
+    tl=${TIMELINE_BIN:-.base/minfer-timeline}
+    models=("qwen2.5-0.5b q4_k_m")
+    want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    : >"$out/timeline.md"
+    for m in "${models[@]}"; do
+        set -- $m
+        f=$(synth "$1" "$2") || { row "$1 $2 timeline" "synth failed"; continue; }
+        MINFER_TIMELINE="$tmp/timeline-$1-$2.txt" "$tl" bench -m "$f" -p 0 -n 80 -r 1 --device cuda >/dev/null 2>"$tmp/tl.err" ||
+            tail -3 "$tmp/tl.err" >&2
+        { echo "## $1 $2"; python3 tools/timeline.py "$tmp/timeline-$1-$2.txt" --all; echo; } >>"$out/timeline.md" 2>&1
+        row "$1-$2 decode step's timeline" "$(grep -A1 "^## $1 $2" "$out/timeline.md" | tail -1 | cut -c1-52)"
     done
 fi
 

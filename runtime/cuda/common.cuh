@@ -37,6 +37,9 @@ extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when un
 extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
+#ifdef MINFER_TIMELINE
+#include "cuda/timeline.cuh" /* grid_begin, recording each CTA's entry and wait */
+#else
 __device__ static inline void grid_begin(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -44,6 +47,7 @@ __device__ static inline void grid_begin(void)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+#endif
 
 /* The warp asks L2 for the bytes [p, p + n) (one 128-byte line per lane). */
 __device__ static inline void prefetch_l2(const uint8_t *p, size_t n)

@@ -554,6 +554,22 @@ static struct capture *capture_of(struct cuda_state *s, const struct graph *g)
     return c;
 }
 
+/* MINFER_TIMELINE=PATH, with a measuring build (timeline.cuh): the
+ * TIMELINE_REPLAY-th replay's CTAs, when each entered and when its wait
+ * returned, written to PATH (tools/timeline.py reads them). */
+#define TIMELINE_REPLAY 64
+static int replay(struct cuda_state *s, void *exec, struct error *e)
+{
+    const char *path = s->replays == TIMELINE_REPLAY ? getenv("MINFER_TIMELINE") : NULL;
+    if (!path)
+        return cuda_graph_launch(exec, s->stream, e);
+    if (cuda_timeline_begin(s->stream, e) || cuda_graph_launch(exec, s->stream, e) ||
+        cuda_timeline_end(s->stream, path, e))
+        return -1;
+    fprintf(stderr, "minfer: replay %d's timeline written to %s\n", TIMELINE_REPLAY, path);
+    return 0;
+}
+
 /* Graphs are captured after WARMUP_RUNS direct runs and replayed: the
  * decode step's every step, a prompt chunk's from the third chunk of its
  * shape on (a long prompt, a prompt again); their inputs live in the
@@ -573,7 +589,7 @@ static int cuda_execute(void *state, const struct graph *g, struct error *e)
     }
     if (c->exec) {
         s->replays++;
-        return cuda_graph_launch(c->exec, s->stream, e);
+        return replay(s, c->exec, e);
     }
     if (c->runs++ < WARMUP_RUNS)
         return launch_all(s, g, e);

@@ -360,3 +360,67 @@ void cuda_graph_destroy(void *exec)
     if (exec)
         cudaGraphExecDestroy((cudaGraphExec_t)exec);
 }
+
+/* ---- a measuring build's timeline (timeline.cuh) ---- */
+
+#define TIMELINE_UNITS 64          /* translation units that record */
+#define TIMELINE_RECORDS (1 << 18) /* CTAs a step (the 8B's: ~60,000) */
+static const void *timeline_symbols[TIMELINE_UNITS]; /* constant-initialized: set before any constructor runs */
+static int timeline_units;
+static struct cuda_timeline *timeline_log_dev;
+
+extern "C" int cuda_timeline_register(const void *symbol)
+{
+    if (timeline_units < TIMELINE_UNITS)
+        timeline_symbols[timeline_units++] = symbol;
+    return timeline_units;
+}
+
+extern "C" int cuda_timeline_begin(void *stream, struct error *e)
+{
+    if (timeline_units == 0)
+        return fail(e, "this build records no timeline (tools/build-variant.sh timeline all -DMINFER_TIMELINE makes one)");
+    if (!timeline_log_dev) {
+        const size_t bytes = sizeof(struct cuda_timeline) + TIMELINE_RECORDS * sizeof(struct cuda_timeline_record);
+        const struct cuda_timeline head = { 0, TIMELINE_RECORDS };
+        if (cuda_alloc((void **)&timeline_log_dev, bytes, "the timeline", e) ||
+            check(cudaMemcpy(timeline_log_dev, &head, sizeof head, cudaMemcpyHostToDevice), "timeline: its head", e))
+            return -1;
+        for (int i = 0; i < timeline_units; i++)
+            if (check(cudaMemcpyToSymbol(timeline_symbols[i], &timeline_log_dev, sizeof timeline_log_dev), "timeline: a unit's log",
+                      e))
+                return -1;
+    }
+    return cuda_memset_async(&timeline_log_dev->next, 0, sizeof timeline_log_dev->next, stream, e);
+}
+
+extern "C" int cuda_timeline_end(void *stream, const char *path, struct error *e)
+{
+    struct cuda_timeline head;
+    if (!timeline_log_dev)
+        return fail(e, "timeline: ended before it began");
+    if (cuda_stream_sync(stream, "the timeline's step", e) ||
+        check(cudaMemcpy(&head, timeline_log_dev, sizeof head, cudaMemcpyDeviceToHost), "timeline: its head", e))
+        return -1;
+    if (head.next > head.cap)
+        return fail(e, "timeline: %u CTAs, room for %u", head.next, head.cap);
+    struct cuda_timeline_record *r = (struct cuda_timeline_record *)malloc(head.next * sizeof *r + 1);
+    if (!r)
+        return fail(e, "timeline: out of memory for %u records", head.next);
+    FILE *f = NULL;
+    int rc = check(cudaMemcpy(r, timeline_log_dev->rec, head.next * sizeof *r, cudaMemcpyDeviceToHost), "timeline: records", e);
+    if (rc == 0 && !(f = fopen(path, "w")))
+        rc = fail(e, "timeline: cannot write %s", path);
+    if (f) {
+        fprintf(f, "# ticket enter_ns waited_ns sm ctas threads file line\n");
+        for (unsigned i = 0; i < head.next; i++) {
+            const unsigned t = r[i].tag;
+            fprintf(f, "%u %llu %llu %u %u %u %c%c%c%c %u\n", i, r[i].enter, r[i].waited, r[i].sm, r[i].ctas, r[i].threads,
+                    t & 0xff, t >> 8 & 0xff, t >> 16 & 0xff, t >> 24 & 0xff, r[i].line);
+        }
+        if (fclose(f))
+            rc = fail(e, "timeline: writing %s failed", path);
+    }
+    free(r);
+    return rc;
+}

@@ -81,6 +81,27 @@ void cuda_graph_destroy(void *exec);
 int cuda_launch_begin(const char *site, struct error *e);
 int cuda_launch_end(const char *site, struct error *e);
 
+/* A measuring build's timeline of one step (timeline.cuh): each CTA's
+ * entry and the return of its grid dependency wait (ns of the GPU's
+ * global timer), in ticket order. */
+struct cuda_timeline_record {
+    unsigned long long enter, waited;
+    unsigned ctas, threads; /* the CTA's launch */
+    unsigned tag, line;     /* its kernel's file (four letters) and line of grid_begin */
+    unsigned sm, pad;
+};
+struct cuda_timeline {
+    unsigned next, cap; /* tickets taken; records there is room for */
+    struct cuda_timeline_record rec[];
+};
+/* Each measuring translation unit's log address (returns how many so far). */
+int cuda_timeline_register(const void *symbol);
+/* Arms the log on stream (an error where no kernel records: a plain
+ * build), before a step's launches; end waits for them and writes the
+ * records to path, one line each. */
+int cuda_timeline_begin(void *stream, struct error *e);
+int cuda_timeline_end(void *stream, const char *path, struct error *e);
+
 #ifdef __cplusplus
 }
 #endif

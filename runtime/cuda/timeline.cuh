@@ -1,0 +1,80 @@
+/* timeline.cuh: a measuring build's record of when each CTA of a step
+ * entered its kernel and when its grid dependency wait returned (every
+ * kernel compiled with -DMINFER_TIMELINE: tools/build-variant.sh timeline
+ * all -DMINFER_TIMELINE). Why: under programmatic dependent launch the
+ * kernels of a step overlap, so neither ncu (which serializes them) nor a
+ * kernel alone says what each one costs the step; the wait's return is
+ * the moment the kernel before has finished. device.cu's
+ * cuda_timeline_begin and _end arm the log and write it out; elsewhere
+ * grid_begin is the plain wait of common.cuh. */
+#ifndef MINFER_CUDA_TIMELINE_CUH
+#define MINFER_CUDA_TIMELINE_CUH
+
+#include "cuda/device.h"
+
+#ifdef MINFER_TIMELINE
+/* Each translation unit has its own copy of the log's address (no
+ * relocatable device code): it gives device.cu its address to set. */
+static __device__ struct cuda_timeline *timeline_log;
+static const int timeline_registered __attribute__((unused)) = cuda_timeline_register((const void *)&timeline_log);
+
+/* Four letters of the file's name (its first four): the kernel's family. */
+__host__ __device__ constexpr unsigned timeline_tag(const char *f)
+{
+    int b = 0;
+    for (int i = 0; f[i]; i++)
+        if (f[i] == '/')
+            b = i + 1;
+    unsigned t = 0;
+    for (int i = 0; i < 4 && f[b + i]; i++)
+        t |= (unsigned)(unsigned char)f[b + i] << (8 * i);
+    return t;
+}
+
+__device__ static inline unsigned long long timeline_now(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* The CTA's ticket is taken before its wait and so before it lets the
+ * next kernel launch: tickets order the launches (every CTA of one kernel
+ * that reaches its wait before any CTA of the next). */
+__device__ static inline void grid_begin_at(unsigned tag, unsigned line)
+{
+    struct cuda_timeline *log = timeline_log;
+    const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+    struct cuda_timeline_record *r = NULL;
+    if (log && first) {
+        const unsigned slot = atomicAdd(&log->next, 1u);
+        if (slot < log->cap) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            r = &log->rec[slot];
+            r->enter = timeline_now();
+            r->ctas = gridDim.x * gridDim.y * gridDim.z;
+            r->threads = blockDim.x * blockDim.y * blockDim.z;
+            r->tag = tag;
+            r->line = line;
+            r->sm = sm;
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    if (r)
+        r->waited = timeline_now();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+#define grid_begin() \
+    do { \
+        constexpr unsigned timeline_tag_ = timeline_tag(__FILE__); \
+        grid_begin_at(timeline_tag_, __LINE__); \
+    } while (0)
+#endif
+
+#endif
