@@ -29,7 +29,10 @@
 # timeline: one replayed decode step of each model above as its launches
 #           overlap (tools/timeline.py on a measuring build: TIMELINE_BIN,
 #           .base/minfer-timeline from tools/build-variant.sh timeline all
-#           -DMINFER_TIMELINE): each kernel's cost to the step (timeline.md);
+#           -DMINFER_TIMELINE): each kernel's cost to the step (timeline.md,
+#           the records in timeline.tar.gz); TIMELINE_MODELS ("preset type;...")
+#           instead of the models above, TIMELINE_ENV ("NAME=VALUE ...") steps
+#           with those set too;
 # ab:       AB="<other builds' minfer, carried (tools/build-variant.sh)> ..." against build/minfer
 #           (an entry NAME=VALUE: build/minfer with that in its
 #           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
@@ -280,15 +283,21 @@ if want timeline; then # one replayed decode step's launches as they overlap (a 
     tl=${TIMELINE_BIN:-.base/minfer-timeline}
     models=("qwen2.5-0.5b q4_k_m")
     want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
+    [ -n "${TIMELINE_MODELS:-}" ] && IFS=';' read -ra models <<<"$TIMELINE_MODELS"
     : >"$out/timeline.md"
+    mkdir -p "$tmp/timeline"
     for m in "${models[@]}"; do
         set -- $m
         f=$(synth "$1" "$2") || { row "$1 $2 timeline" "synth failed"; continue; }
-        MINFER_TIMELINE="$tmp/timeline-$1-$2.txt" "$tl" bench -m "$f" -p 0 -n 80 -r 1 --device cuda >/dev/null 2>"$tmp/tl.err" ||
-            tail -3 "$tmp/tl.err" >&2
-        { echo "## $1 $2"; python3 tools/timeline.py "$tmp/timeline-$1-$2.txt" --all; echo; } >>"$out/timeline.md" 2>&1
-        row "$1-$2 decode step's timeline" "$(grep -A1 "^## $1 $2" "$out/timeline.md" | tail -1 | cut -c1-52)"
+        for v in - ${TIMELINE_ENV:-}; do # TIMELINE_ENV: NAME=VALUE entries, each a step of its own
+            name=$1-$2 && [ "$v" != - ] && name+=" $v"
+            env ${v#-} MINFER_TIMELINE="$tmp/timeline/${name// /-}.txt" "$tl" bench -m "$f" -p 0 -n 80 -r 1 --device cuda \
+                >/dev/null 2>"$tmp/tl.err" || tail -3 "$tmp/tl.err" >&2
+            { echo "## $name"; python3 tools/timeline.py "$tmp/timeline/${name// /-}.txt" --all; echo; } >>"$out/timeline.md" 2>&1
+            row "$name decode step's timeline" "$(grep -A1 "^## $name" "$out/timeline.md" | tail -1 | cut -c1-52)"
+        done
     done
+    tar -C "$tmp" -czf "$out/timeline.tar.gz" timeline # the records themselves
 fi
 
 if want profile; then # one decode step's kernels under ncu (no graphs: ncu times each launch)

@@ -3,8 +3,11 @@
 build's timeline (MINFER_TIMELINE=FILE, runtime/cuda/timeline.cuh): what each
 kernel costs the step, when its CTAs came in, grouped by kernel.
 
-A launch is the run of tickets of one kernel (file, line of its wait, CTAs,
-threads). Its end is when the next launch's first wait returned. Per launch:
+A launch is the CTAs of one kernel (file, line of its wait, CTAs, threads),
+each CTA index once, that enter in a row or among the next two launches'
+(a launch's last wave may enter after the next launch's first CTAs, by the
+global timer). Launches are in order of their first entries, and a launch's
+end is when the next launch's first wait returned. Per launch:
   cost   its end minus the end of the launch before (its share of the step);
   early  its first CTA's entry minus the end of the launch before (negative:
          resident and asking for its weights while the one before still ran);
@@ -21,16 +24,22 @@ def launches(path):
     for line in open(path):
         if line.startswith("#"):
             continue
-        t, enter, waited, sm, ctas, threads, tag, ln = line.split()
-        recs.append((int(enter), int(waited), int(ctas), int(threads), f"{tag}:{ln}"))
+        sm, enter, waited, ctas, threads, tag, ln, block = line.split()
+        recs.append((int(enter), int(waited), int(ctas), int(threads), f"{tag}:{ln}", int(block)))
+    recs.sort()
     out = []
-    for enter, waited, ctas, threads, where in recs:
+    for enter, waited, ctas, threads, where, block in recs:
         key = (where, ctas, threads)
-        if not out or out[-1]["key"] != key or out[-1]["n"] == ctas:
-            out.append({"key": key, "n": 0, "enter": [], "waited": []})
-        out[-1]["n"] += 1
-        out[-1]["enter"].append(enter)
-        out[-1]["waited"].append(waited)
+        # a launch's last CTAs may enter after the next launch's first ones
+        # (seen: a quantize launch's CTAs among the gate/up pair's last wave)
+        into = next((l for l in reversed(out[-3:]) if l["key"] == key and block not in l["blocks"]), None)
+        if into is None:
+            into = {"key": key, "n": 0, "enter": [], "waited": [], "blocks": set()}
+            out.append(into)
+        into["n"] += 1
+        into["blocks"].add(block)
+        into["enter"].append(enter)
+        into["waited"].append(waited)
     return out
 
 

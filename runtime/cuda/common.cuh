@@ -33,19 +33,34 @@
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
 extern "C" bool cuda_stage_enabled(void);    /* device.cu: decode weights staged by bulk copies (sm_90) */
+extern "C" bool cuda_late_release(void);     /* device.cu: the norm and quantize kernels release after their loads */
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
 extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
+/* grid_release alone: lets the next kernel launch (a kernel that called
+ * grid_wait, after its own loads: see grid_wait). */
+__device__ static inline void grid_release(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 #ifdef MINFER_TIMELINE
-#include "cuda/timeline.cuh" /* grid_begin, recording each CTA's entry and wait */
+#include "cuda/timeline.cuh" /* grid_begin and grid_wait, recording each CTA's entry and wait */
 #else
-__device__ static inline void grid_begin(void)
+__device__ static inline void grid_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+__device__ static inline void grid_begin(void)
+{
+    grid_wait();
+    grid_release();
 }
 #endif
 
@@ -111,15 +126,30 @@ __device__ static inline unsigned ticket_take(unsigned *t)
 
 /* One use of the mbarrier at bar: armed for `bytes` (by one thread), then
  * copies of [src, src + n) into dst (16-byte aligned, n a multiple of 16)
- * that complete it; bulk_wait returns once all those bytes are in. */
-__device__ static inline void bulk_arm(uint64_t *bar, unsigned bytes)
+ * that complete it; bulk_wait returns once all those bytes are in. A
+ * barrier used again (bulk_init once, then bulk_expect and the copies each
+ * time) completes phase u on its u-th use: bulk_wait_phase(bar, u & 1). */
+__device__ static inline void bulk_init(uint64_t *bar)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+__device__ static inline void bulk_expect(uint64_t *bar, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
 #endif
+}
+
+__device__ static inline void bulk_arm(uint64_t *bar, unsigned bytes)
+{
+    bulk_init(bar);
+    bulk_expect(bar, bytes);
 }
 
 __device__ static inline void bulk_copy(void *dst, const void *src, unsigned n, uint64_t *bar)
@@ -131,22 +161,33 @@ __device__ static inline void bulk_copy(void *dst, const void *src, unsigned n, 
 #endif
 }
 
-__device__ static inline void bulk_wait(uint64_t *bar)
+/* Before a bulk copy into shared memory that this thread's warp read
+ * (after a __syncwarp): those reads ordered before the copy's writes. */
+__device__ static inline void bulk_reuse_fence(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+__device__ static inline void bulk_wait_phase(uint64_t *bar, unsigned parity)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* bounded: a copy that never completes traps (a launch error the
      * stream reports) instead of hanging the step */
     unsigned done = 0;
     for (unsigned polls = 0; !done; polls++) {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}"
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
                      : "=r"(done)
-                     : "r"((unsigned)__cvta_generic_to_shared(bar))
+                     : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity)
                      : "memory");
         if (!done && polls == 1u << 26)
             __trap();
     }
 #endif
 }
+
+__device__ static inline void bulk_wait(uint64_t *bar) { bulk_wait_phase(bar, 0); }
 
 /* D = A B + C: A 16 x 16 f16 (rows), B 16 x 8 f16 (columns), f32 sums;
  * with BF16, A and B bf16. */

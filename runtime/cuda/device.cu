@@ -51,6 +51,20 @@ extern "C" bool cuda_stage_enabled(void)
     return decided_once(&on, 9, -1, "MINFER_NO_STAGE");
 }
 
+/* The norm and quantize kernels let the next kernel launch once their
+ * loads are in (norm.cu), unless MINFER_EARLY_RELEASE=1 (for
+ * measurements: at their wait, as every other kernel). */
+extern "C" bool cuda_late_release(void)
+{
+    static std::atomic<int> on{ -1 };
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("MINFER_EARLY_RELEASE");
+        on.store(v = !(e && strcmp(e, "1") == 0), std::memory_order_relaxed);
+    }
+    return v != 0;
+}
+
 /* The multiprocessors of device 0 (0 when unknown): launches that size
  * their tiles to fill the GPU ask. Decided once per process. */
 extern "C" int cuda_sm_count(void)
@@ -364,7 +378,7 @@ void cuda_graph_destroy(void *exec)
 /* ---- a measuring build's timeline (timeline.cuh) ---- */
 
 #define TIMELINE_UNITS 64          /* translation units that record */
-#define TIMELINE_RECORDS (1 << 18) /* CTAs a step (the 8B's: ~60,000) */
+#define TIMELINE_RECORDS (1 << 21) /* CTAs a step (the 8B Q4_K_M: 282,081; 8192 an SM) */
 static const void *timeline_symbols[TIMELINE_UNITS]; /* constant-initialized: set before any constructor runs */
 static int timeline_units;
 static struct cuda_timeline *timeline_log_dev;
@@ -382,42 +396,48 @@ extern "C" int cuda_timeline_begin(void *stream, struct error *e)
         return fail(e, "this build records no timeline (tools/build-variant.sh timeline all -DMINFER_TIMELINE makes one)");
     if (!timeline_log_dev) {
         const size_t bytes = sizeof(struct cuda_timeline) + TIMELINE_RECORDS * sizeof(struct cuda_timeline_record);
-        const struct cuda_timeline head = { 0, TIMELINE_RECORDS };
+        const unsigned cap = TIMELINE_RECORDS;
         if (cuda_alloc((void **)&timeline_log_dev, bytes, "the timeline", e) ||
-            check(cudaMemcpy(timeline_log_dev, &head, sizeof head, cudaMemcpyHostToDevice), "timeline: its head", e))
+            check(cudaMemcpy(&timeline_log_dev->cap, &cap, sizeof cap, cudaMemcpyHostToDevice), "timeline: its size", e))
             return -1;
         for (int i = 0; i < timeline_units; i++)
             if (check(cudaMemcpyToSymbol(timeline_symbols[i], &timeline_log_dev, sizeof timeline_log_dev), "timeline: a unit's log",
                       e))
                 return -1;
     }
-    return cuda_memset_async(&timeline_log_dev->next, 0, sizeof timeline_log_dev->next, stream, e);
+    return cuda_memset_async(timeline_log_dev->next, 0, sizeof timeline_log_dev->next, stream, e);
 }
 
+/* Writes the records, SM by SM, one line each (tools/timeline.py orders them by time). */
 extern "C" int cuda_timeline_end(void *stream, const char *path, struct error *e)
 {
-    struct cuda_timeline head;
     if (!timeline_log_dev)
         return fail(e, "timeline: ended before it began");
-    if (cuda_stream_sync(stream, "the timeline's step", e) ||
-        check(cudaMemcpy(&head, timeline_log_dev, sizeof head, cudaMemcpyDeviceToHost), "timeline: its head", e))
-        return -1;
-    if (head.next > head.cap)
-        return fail(e, "timeline: %u CTAs, room for %u", head.next, head.cap);
-    struct cuda_timeline_record *r = (struct cuda_timeline_record *)malloc(head.next * sizeof *r + 1);
+    const unsigned per_sm = TIMELINE_RECORDS / CUDA_TIMELINE_SMS;
+    unsigned next[CUDA_TIMELINE_SMS];
+    struct cuda_timeline_record *r = (struct cuda_timeline_record *)malloc(TIMELINE_RECORDS * sizeof *r);
     if (!r)
-        return fail(e, "timeline: out of memory for %u records", head.next);
+        return fail(e, "timeline: out of memory for %u records", TIMELINE_RECORDS);
+    int rc = cuda_stream_sync(stream, "the timeline's step", e);
+    if (rc == 0)
+        rc = check(cudaMemcpy(next, timeline_log_dev->next, sizeof next, cudaMemcpyDeviceToHost), "timeline: its counts", e);
+    if (rc == 0)
+        rc = check(cudaMemcpy(r, timeline_log_dev->rec, TIMELINE_RECORDS * sizeof *r, cudaMemcpyDeviceToHost), "timeline: records", e);
+    for (unsigned sm = 0; rc == 0 && sm < CUDA_TIMELINE_SMS; sm++)
+        if (next[sm] > per_sm)
+            rc = fail(e, "timeline: %u CTAs on SM %u, room for %u", next[sm], sm, per_sm);
     FILE *f = NULL;
-    int rc = check(cudaMemcpy(r, timeline_log_dev->rec, head.next * sizeof *r, cudaMemcpyDeviceToHost), "timeline: records", e);
     if (rc == 0 && !(f = fopen(path, "w")))
         rc = fail(e, "timeline: cannot write %s", path);
     if (f) {
-        fprintf(f, "# ticket enter_ns waited_ns sm ctas threads file line\n");
-        for (unsigned i = 0; i < head.next; i++) {
-            const unsigned t = r[i].tag;
-            fprintf(f, "%u %llu %llu %u %u %u %c%c%c%c %u\n", i, r[i].enter, r[i].waited, r[i].sm, r[i].ctas, r[i].threads,
-                    t & 0xff, t >> 8 & 0xff, t >> 16 & 0xff, t >> 24 & 0xff, r[i].line);
-        }
+        fprintf(f, "# sm enter_ns waited_ns ctas threads file line block\n");
+        for (unsigned sm = 0; sm < CUDA_TIMELINE_SMS; sm++)
+            for (unsigned i = 0; i < next[sm]; i++) {
+                const struct cuda_timeline_record *x = &r[sm * per_sm + i];
+                const unsigned t = x->tag;
+                fprintf(f, "%u %llu %llu %u %u %c%c%c%c %u %u\n", sm, x->enter, x->waited, x->ctas, x->threads, t & 0xff,
+                        t >> 8 & 0xff, t >> 16 & 0xff, t >> 24 & 0xff, x->line, x->block);
+            }
         if (fclose(f))
             rc = fail(e, "timeline: writing %s failed", path);
     }

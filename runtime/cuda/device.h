@@ -83,15 +83,17 @@ int cuda_launch_end(const char *site, struct error *e);
 
 /* A measuring build's timeline of one step (timeline.cuh): each CTA's
  * entry and the return of its grid dependency wait (ns of the GPU's
- * global timer), in ticket order. */
+ * global timer), a region of records for each SM. */
+#define CUDA_TIMELINE_SMS 256
 struct cuda_timeline_record {
     unsigned long long enter, waited;
     unsigned ctas, threads; /* the CTA's launch */
     unsigned tag, line;     /* its kernel's file (four letters) and line of grid_begin */
-    unsigned sm, pad;
+    unsigned block, pad;    /* the CTA's index in its grid */
 };
 struct cuda_timeline {
-    unsigned next, cap; /* tickets taken; records there is room for */
+    unsigned next[CUDA_TIMELINE_SMS]; /* records taken on each SM (its region: cap / CUDA_TIMELINE_SMS) */
+    unsigned cap;
     struct cuda_timeline_record rec[];
 };
 /* Each measuring translation unit's log address (returns how many so far). */

@@ -1,5 +1,5 @@
 /* timeline.cuh: a measuring build's record of when each CTA of a step
- * entered its kernel and when its grid dependency wait returned (every
+ * entered its kernel (by the GPU's global timer: one clock for all SMs) and when its grid dependency wait returned (every
  * kernel compiled with -DMINFER_TIMELINE: tools/build-variant.sh timeline
  * all -DMINFER_TIMELINE). Why: under programmatic dependent launch the
  * kernels of a step overlap, so neither ncu (which serializes them) nor a
@@ -38,26 +38,28 @@ __device__ static inline unsigned long long timeline_now(void)
     return t;
 }
 
-/* The CTA's ticket is taken before its wait and so before it lets the
- * next kernel launch: tickets order the launches (every CTA of one kernel
- * that reaches its wait before any CTA of the next). */
-__device__ static inline void grid_begin_at(unsigned tag, unsigned line)
+/* Thread 0 of each CTA counts it in on its SM's counter (one counter for
+ * all, 282,081 CTAs an 8B step, serialized ~1 ns each: ~280 us, slowed
+ * most the launches of most CTAs) and stamps its entry, then the wait's
+ * return. */
+__device__ static inline void grid_begin_at(unsigned tag, unsigned line, bool release)
 {
     struct cuda_timeline *log = timeline_log;
     const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
     struct cuda_timeline_record *r = NULL;
     if (log && first) {
-        const unsigned slot = atomicAdd(&log->next, 1u);
-        if (slot < log->cap) {
-            unsigned sm;
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-            r = &log->rec[slot];
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        const unsigned per_sm = log->cap / CUDA_TIMELINE_SMS;
+        const unsigned slot = sm < CUDA_TIMELINE_SMS ? atomicAdd(&log->next[sm], 1u) : per_sm;
+        if (slot < per_sm) {
+            r = &log->rec[sm * per_sm + slot];
             r->enter = timeline_now();
             r->ctas = gridDim.x * gridDim.y * gridDim.z;
             r->threads = blockDim.x * blockDim.y * blockDim.z;
             r->tag = tag;
             r->line = line;
-            r->sm = sm;
+            r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -65,15 +67,19 @@ __device__ static inline void grid_begin_at(unsigned tag, unsigned line)
 #endif
     if (r)
         r->waited = timeline_now();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    if (release)
+        grid_release();
 }
 
 #define grid_begin() \
     do { \
         constexpr unsigned timeline_tag_ = timeline_tag(__FILE__); \
-        grid_begin_at(timeline_tag_, __LINE__); \
+        grid_begin_at(timeline_tag_, __LINE__, true); \
+    } while (0)
+#define grid_wait() \
+    do { \
+        constexpr unsigned timeline_tag_ = timeline_tag(__FILE__); \
+        grid_begin_at(timeline_tag_, __LINE__, false); \
     } while (0)
 #endif
 
