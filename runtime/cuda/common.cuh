@@ -33,34 +33,19 @@
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
 extern "C" bool cuda_stage_enabled(void);    /* device.cu: decode weights staged by bulk copies (sm_90) */
-extern "C" bool cuda_late_release(void);     /* device.cu: the norm and quantize kernels release after their loads */
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
 extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
-/* grid_release alone: lets the next kernel launch (a kernel that called
- * grid_wait, after its own loads: see grid_wait). */
-__device__ static inline void grid_release(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 #ifdef MINFER_TIMELINE
-#include "cuda/timeline.cuh" /* grid_begin and grid_wait, recording each CTA's entry and wait */
+#include "cuda/timeline.cuh" /* grid_begin, recording each CTA's entry and wait */
 #else
-__device__ static inline void grid_wait(void)
+__device__ static inline void grid_begin(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-__device__ static inline void grid_begin(void)
-{
-    grid_wait();
-    grid_release();
 }
 #endif
 

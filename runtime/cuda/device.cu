@@ -51,20 +51,6 @@ extern "C" bool cuda_stage_enabled(void)
     return decided_once(&on, 9, -1, "MINFER_NO_STAGE");
 }
 
-/* The norm and quantize kernels let the next kernel launch once their
- * loads are in (norm.cu), unless MINFER_EARLY_RELEASE=1 (for
- * measurements: at their wait, as every other kernel). */
-extern "C" bool cuda_late_release(void)
-{
-    static std::atomic<int> on{ -1 };
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MINFER_EARLY_RELEASE");
-        on.store(v = !(e && strcmp(e, "1") == 0), std::memory_order_relaxed);
-    }
-    return v != 0;
-}
-
 /* The multiprocessors of device 0 (0 when unknown): launches that size
  * their tiles to fill the GPU ask. Decided once per process. */
 extern "C" int cuda_sm_count(void)

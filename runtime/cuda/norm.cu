@@ -55,16 +55,11 @@ __device__ static inline void rms_emit(float x, float scale, float w, const floa
  * and a column the same bits in any batch. Every load (the values, and of
  * the CTA's slices the weights and residuals) is asked for up front, so
  * the kernel waits on memory once, not once a slice; a step's CTA picks
- * its one value by selects, not by V predicated copies of the output.
- * With late (cuda_late_release), the next kernel launches once the loads
- * are in: launched at the wait, its CTAs' weight copies (the 8B's pair:
- * ~20 MB at once) queue ahead of these loads. 0.5B tg128 x1.033; the 8B
- * even (its norm 5.4 -> 3.7 us, its pair's copies as much later:
- * tools/timeline.py). */
+ * its one value by selects, not by V predicated copies of the output. */
 template <int V> /* values a thread: d <= 256 V */
 __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w,
                                                                 float eps, int64_t d, const float *__restrict__ res,
-                                                                float *__restrict__ y, uint8_t *__restrict__ q8, bool late)
+                                                                float *__restrict__ y, uint8_t *__restrict__ q8)
 {
     __shared__ double partial[NORM_THREADS / 32];
     const bool step = gridDim.x > 1; /* a step's launch: the CTA writes slice blockIdx.x alone */
@@ -76,7 +71,7 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
         wv[j] = !step && i < d ? w[i] : 0.0f;
     }
     const float w_own = step && own < d ? w[own] : 0.0f;
-    grid_wait();
+    grid_begin();
     const size_t col = (size_t)blockIdx.y * (size_t)d;
 #pragma unroll
     for (int j = 0; j < V; j++) {
@@ -85,16 +80,12 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
         rv[j] = !step && res && i < d ? res[col + (size_t)i] : 0.0f;
     }
     const float r_own = step && res && own < d ? res[col + (size_t)own] : 0.0f;
-    if (!late)
-        grid_release();
     double ss = 0;
 #pragma unroll
     for (int j = 0; j < V; j++)
         if (threadIdx.x + (int64_t)j * NORM_THREADS < d)
             ss += (double)xv[j] * xv[j];
     ss = block_sum(ss, partial);
-    if (late) /* every load is in: the next kernel's weight copies no longer queue ahead of them */
-        grid_release();
     const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
     if (step) {
         float x_own = 0.0f;
@@ -123,15 +114,14 @@ extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t 
     if (cuda_launch_begin("rms_norm_kernel", e))
         return -1;
     const int slices = (int)((d + NORM_THREADS - 1) / NORM_THREADS);
-    const bool late = cuda_late_release();
     if (slices <= 4)
-        launch(rms_norm_kernel<4>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8, late);
+        launch(rms_norm_kernel<4>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
     else if (slices <= 8)
-        launch(rms_norm_kernel<8>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8, late);
+        launch(rms_norm_kernel<8>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
     else if (slices <= 16)
-        launch(rms_norm_kernel<16>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8, late);
+        launch(rms_norm_kernel<16>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
     else
-        launch(rms_norm_kernel<NORM_VALS>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8, late);
+        launch(rms_norm_kernel<NORM_VALS>, grid, NORM_THREADS, 0, (cudaStream_t)stream, x, w, eps, d, res, y, (uint8_t *)q8);
     return cuda_launch_end("rms_norm_kernel", e);
 }
 

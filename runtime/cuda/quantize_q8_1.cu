@@ -8,15 +8,13 @@
 
 #define BLOCKS_PER_CTA 32 /* 256 threads */
 
-__global__ void quantize_q8_1_kernel(const float *__restrict__ x, uint8_t *__restrict__ y, int64_t n_blocks, bool late)
+__global__ void quantize_q8_1_kernel(const float *__restrict__ x, uint8_t *__restrict__ y, int64_t n_blocks)
 {
-    grid_wait();
+    grid_begin();
     const int64_t block = (int64_t)blockIdx.x * BLOCKS_PER_CTA + threadIdx.x / 8;
     if (block >= n_blocks) /* whole groups of eight lanes alike: the block's shuffles stay within its group */
         return;
     const float4 v4 = *(const float4 *)(x + block * 32 + 4 * (threadIdx.x % 8));
-    if (!late) /* else at its exit: its load in before the next kernel's weight copies queue ahead of it */
-        grid_release();
     const float v[4] = { v4.x, v4.y, v4.z, v4.w };
     q8_1_block_of<4>(v, y + block * 36);
 }
@@ -33,7 +31,6 @@ extern "C" int cuda_quantize_q8_1(const float *x, void *y, int64_t n, void *stre
         return fail(e, "quantize_q8_1: length %lld needs more than 2^31 thread blocks", (long long)n);
     if (cuda_launch_begin("quantize_q8_1_kernel", e))
         return -1;
-    launch(quantize_q8_1_kernel, (unsigned)ctas, BLOCKS_PER_CTA * 8, 0, (cudaStream_t)stream, x, (uint8_t *)y, n_blocks,
-           cuda_late_release());
+    launch(quantize_q8_1_kernel, (unsigned)ctas, BLOCKS_PER_CTA * 8, 0, (cudaStream_t)stream, x, (uint8_t *)y, n_blocks);
     return cuda_launch_end("quantize_q8_1_kernel", e);
 }

@@ -42,7 +42,7 @@ __device__ static inline unsigned long long timeline_now(void)
  * all, 282,081 CTAs an 8B step, serialized ~1 ns each: ~280 us, slowed
  * most the launches of most CTAs) and stamps its entry, then the wait's
  * return. */
-__device__ static inline void grid_begin_at(unsigned tag, unsigned line, bool release)
+__device__ static inline void grid_begin_at(unsigned tag, unsigned line)
 {
     struct cuda_timeline *log = timeline_log;
     const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
@@ -67,19 +67,15 @@ __device__ static inline void grid_begin_at(unsigned tag, unsigned line, bool re
 #endif
     if (r)
         r->waited = timeline_now();
-    if (release)
-        grid_release();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 #define grid_begin() \
     do { \
         constexpr unsigned timeline_tag_ = timeline_tag(__FILE__); \
-        grid_begin_at(timeline_tag_, __LINE__, true); \
-    } while (0)
-#define grid_wait() \
-    do { \
-        constexpr unsigned timeline_tag_ = timeline_tag(__FILE__); \
-        grid_begin_at(timeline_tag_, __LINE__, false); \
+        grid_begin_at(timeline_tag_, __LINE__); \
     } while (0)
 #endif
 
