@@ -281,6 +281,7 @@ fi
 
 if want timeline; then # one replayed decode step's launches as they overlap (a measuring build: tools/timeline.py)
     tl=${TIMELINE_BIN:-.base/minfer-timeline}
+    [ -x "$tl" ] || { echo "gpu-check: $tl is missing (tools/build-variant.sh timeline all -DMINFER_TIMELINE here, then carry it)"; exit 1; }
     models=("qwen2.5-0.5b q4_k_m")
     want big && models+=("qwen3-8b q4_k_m" "qwen3-8b q8_0")
     [ -n "${TIMELINE_MODELS:-}" ] && IFS=';' read -ra models <<<"$TIMELINE_MODELS"
