@@ -245,14 +245,16 @@ if want ab; then # other builds against this one, in turns
             done
         done
         for i in "${!others[@]}"; do
-            row "$1-$2${AB_FLAGS:+ ($AB_FLAGS)}: ${others[$i]} -> build/minfer" "$(python3 - "$tmp" "$i" ${AB_TESTS:-pp512 tg128} <<'PY'
+            # "it" is the other build (or this one with its setting), named first: each figure says whose it is
+            row "$1-$2${AB_FLAGS:+ ($AB_FLAGS)}: ${others[$i]} (it) against build/minfer" "$(python3 - "$tmp" "$i" ${AB_TESTS:-pp512 tg128} <<'PY'
 import glob, json, sys
 def mean(side, test):  # a test after a context (-d in AB_FLAGS) is named "tg64 @ d4096"
     v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*-{test}.json"))
          for r in json.load(open(f)) if r["test"].split(" @ ")[0] == test]
     return sum(v) / len(v) if v else float("nan")
 a = sys.argv[2]
-print("; ".join(f"{t} {mean(a, t):.1f} -> {mean('this', t):.1f} (x{mean('this', t) / mean(a, t):.3f})" for t in sys.argv[3:]))
+print("; ".join(f"{t}: it {mean(a, t):.1f}, build/minfer {mean('this', t):.1f} (build/minfer x{mean('this', t) / mean(a, t):.3f})"
+                for t in sys.argv[3:]))
 PY
 )"
         done
