@@ -35,7 +35,7 @@
 #           with those set too;
 # ab:       AB="<other builds' minfer, carried (tools/build-variant.sh)> ..." against build/minfer
 #           (an entry NAME=VALUE: build/minfer with that in its
-#           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3; each of AB_TESTS, "pp512 tg128":
+#           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3, every other one in reverse order; each of AB_TESTS, "pp512 tg128":
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
 #           every bench, e.g. --no-graphs), on AB_MODELS ("preset type;...")
 #           or the 0.5B (and the 8B Q4_K_M and Q8_0 with big): each machine
@@ -231,7 +231,9 @@ if want ab; then # other builds against this one, in turns
         f=$(synth "$1" "$2") || { row "$1 $2 A/B" "synth failed"; continue; }
         rm -f "$tmp"/ab-*.json
         for round in $(seq "${AB_ROUNDS:-3}"); do
-            for i in "${!others[@]}" this; do
+            order=("${!others[@]}" this)
+            ((round % 2 == 0)) && order=(this $(printf '%s\n' "${!others[@]}" | tac)) # every other round in reverse: no build always runs first
+            for i in "${order[@]}"; do
                 bin=(build/minfer)
                 if [ "$i" != this ]; then
                     [[ "${others[$i]}" == *=* ]] && bin=(env "${others[$i]}" build/minfer) || bin=("${others[$i]}")
@@ -297,6 +299,8 @@ if want timeline; then # one replayed decode step's launches as they overlap (a 
             env ${v#-} MINFER_TIMELINE="$tmp/timeline/${name// /-}.txt" "$tl" bench -m "$f" -p 0 -n 80 -r 1 --device cuda \
                 >/dev/null 2>"$tmp/tl.err" || tail -3 "$tmp/tl.err" >&2
             { echo "## $name"; python3 tools/timeline.py "$tmp/timeline/${name// /-}.txt" --all; echo; } >>"$out/timeline.md" 2>&1
+            [ "$v" != - ] && { echo "## $name against $1-$2"; python3 tools/timeline.py "$tmp/timeline/${name// /-}.txt" \
+                --against "$tmp/timeline/$1-$2.txt"; echo; } >>"$out/timeline.md" 2>&1
             row "$name decode step's timeline" "$(grep -A1 "^## $name" "$out/timeline.md" | tail -1 | cut -c1-52)"
         done
     done

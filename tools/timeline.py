@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""timeline.py FILE [--all]: one decode step's launches from a measuring
+"""timeline.py FILE [--all] [--against OTHER]: one decode step's launches from a measuring
 build's timeline (MINFER_TIMELINE=FILE, runtime/cuda/timeline.cuh): what each
 kernel costs the step, when its CTAs came in, grouped by kernel.
 
@@ -14,7 +14,9 @@ end is when the next launch's first wait returned. Per launch:
   spread its last CTA's entry minus its first's (more than ~1 us: waves).
 Grouped by kernel and the kernel before it (one place in a layer); the last
 launch (its end unknown: the step's output matrix) is left out of the groups.
---all prints every launch too."""
+--all prints every launch too; --against OTHER compares each group's mean
+cost with another step's file (the same model under another build or
+setting) instead of the table."""
 import sys
 from collections import OrderedDict
 
@@ -43,12 +45,11 @@ def launches(path):
     return out
 
 
-def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    ls = launches(sys.argv[1])
+def step_rows(path):
+    """Each launch's (key, CTAs seen, cost, early, spread) in us, the step's us, the timer's step in ns."""
+    ls = launches(path)
     if len(ls) < 2:
-        sys.exit(f"timeline.py: {len(ls)} launches in {sys.argv[1]}")
+        sys.exit(f"timeline.py: {len(ls)} launches in {path}")
     t0 = min(ls[0]["enter"])
     ends = [min(ls[i + 1]["waited"]) for i in range(len(ls) - 1)] + [max(ls[-1]["waited"])]
     stamps = sorted({e for l in ls for e in l["enter"]})
@@ -58,23 +59,50 @@ def main():
         before = ends[i - 1] if i else t0
         rows.append((l["key"], l["n"], (ends[i] - before) / 1e3, (min(l["enter"]) - before) / 1e3,
                      (max(l["enter"]) - min(l["enter"])) / 1e3))
-    step = (ends[-1] - t0) / 1e3
-    print(f"{len(ls)} launches, {sum(l['n'] for l in ls)} CTAs, step {step:.1f} us "
+    return rows, (ends[-1] - t0) / 1e3, tick
+
+
+def groups_of(rows):
+    """A kernel after the same kernel (one place in a layer; the last launch left out): its launches' figures."""
+    groups = OrderedDict()
+    for i, (key, n, cost, early, spread) in enumerate(rows[:-1]):
+        groups.setdefault(key + (rows[i - 1][0][0] if i else "",), []).append((cost, early, spread))
+    return groups
+
+
+def mean(v, k):
+    return sum(x[k] for x in v) / len(v)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    rows, step, tick = step_rows(sys.argv[1])
+    print(f"{len(rows)} launches, {sum(n for _, n, _, _, _ in rows)} CTAs, step {step:.1f} us "
           f"(the last launch's end: its last wait; timer steps of {tick} ns seen)")
     if "--all" in sys.argv:
         print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us |")
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
         for i, ((where, ctas, threads), n, cost, early, spread) in enumerate(rows):
             print(f"| {i} | {where} | {n} of {ctas} | {threads} | {cost:.2f} | {early:.2f} | {spread:.2f} |")
-    groups = OrderedDict()  # a kernel after the same kernel: one place in a layer (the last launch left out)
-    for i, (key, n, cost, early, spread) in enumerate(rows[:-1]):
-        groups.setdefault(key + (rows[i - 1][0][0] if i else "",), []).append((cost, early, spread))
+    groups = groups_of(rows)
+    if "--against" in sys.argv:  # another step's file: each group's mean cost there and here
+        other_rows, other_step, _ = step_rows(sys.argv[sys.argv.index("--against") + 1])
+        other = groups_of(other_rows)
+        print(f"against {other_step:.1f} us there")
+        print("| kernel (file:line) | CTAs | after | cost us there | here | here - there |")
+        print("| --- | ---: | --- | ---: | ---: | ---: |")
+        for key, v in groups.items():
+            if key in other:
+                there, here = mean(other[key], 0), mean(v, 0)
+                print(f"| {key[0]} | {key[1]} | {key[3]} | {there:.2f} | {here:.2f} | {here - there:+.2f} |")
+        return
     print("| kernel (file:line) | CTAs | threads | after | launches | cost us (mean) | share | early us (mean) | spread us (mean) |")
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for (where, ctas, threads, after), v in sorted(groups.items(), key=lambda kv: -sum(c for c, _, _ in kv[1])):
         total = sum(c for c, _, _ in v)
-        print(f"| {where} | {ctas} | {threads} | {after} | {len(v)} | {total / len(v):.2f} | {100 * total / step:.1f}% | "
-              f"{sum(e for _, e, _ in v) / len(v):.2f} | {sum(s for _, _, s in v) / len(v):.2f} |")
+        print(f"| {where} | {ctas} | {threads} | {after} | {len(v)} | {mean(v, 0):.2f} | {100 * total / step:.1f}% | "
+              f"{mean(v, 1):.2f} | {mean(v, 2):.2f} |")
 
 
 if __name__ == "__main__":
