@@ -11,7 +11,10 @@ end is when the next launch's first wait returned. Per launch:
   cost   its end minus the end of the launch before (its share of the step);
   early  its first CTA's entry minus the end of the launch before (negative:
          resident and asking for its weights while the one before still ran);
-  spread its last CTA's entry minus its first's (more than ~1 us: waves).
+  spread its last CTA's entry minus its first's (more than ~1 us: waves);
+  data in, work  (kernels that mark them: the decode matmuls) the median CTA's
+         first warp: from its entry until its staged rows were in, then
+         until its rows were done (nan: no marks).
 Grouped by kernel and the kernel before it (one place in a layer); the last
 launch (its end unknown: the step's output matrix) is left out of the groups.
 --all prints every launch too; --against OTHER compares each group's mean
@@ -26,18 +29,23 @@ def launches(path):
     for line in open(path):
         if line.startswith("#"):
             continue
-        sm, enter, waited, ctas, threads, tag, ln, block = line.split()
-        recs.append((int(enter), int(waited), int(ctas), int(threads), f"{tag}:{ln}", int(block)))
+        f = line.split()
+        sm, enter, waited, ctas, threads, tag, ln, block = f[:8]
+        marks = (int(f[8]), int(f[9])) if len(f) >= 10 else (0, 0)  # timeline_mark's data in, work done
+        recs.append((int(enter), int(waited), int(ctas), int(threads), f"{tag}:{ln}", int(block), marks))
     recs.sort()
     out = []
-    for enter, waited, ctas, threads, where, block in recs:
+    for enter, waited, ctas, threads, where, block, (in_ns, done_ns) in recs:
         key = (where, ctas, threads)
         # a launch's last CTAs may enter after the next launch's first ones
         # (seen: a quantize launch's CTAs among the gate/up pair's last wave)
         into = next((l for l in reversed(out[-3:]) if l["key"] == key and block not in l["blocks"]), None)
         if into is None:
-            into = {"key": key, "n": 0, "enter": [], "waited": [], "blocks": set()}
+            into = {"key": key, "n": 0, "enter": [], "waited": [], "blocks": set(), "in": [], "work": []}
             out.append(into)
+        if in_ns and done_ns > in_ns:
+            into["in"].append(in_ns)
+            into["work"].append(done_ns - in_ns)
         into["n"] += 1
         into["blocks"].add(block)
         into["enter"].append(enter)
@@ -58,15 +66,19 @@ def step_rows(path):
     for i, l in enumerate(ls):
         before = ends[i - 1] if i else t0
         rows.append((l["key"], l["n"], (ends[i] - before) / 1e3, (min(l["enter"]) - before) / 1e3,
-                     (max(l["enter"]) - min(l["enter"])) / 1e3))
+                     (max(l["enter"]) - min(l["enter"])) / 1e3, median(l["in"]) / 1e3, median(l["work"]) / 1e3))
     return rows, (ends[-1] - t0) / 1e3, tick
+
+
+def median(v):
+    return sorted(v)[len(v) // 2] if v else float("nan")
 
 
 def groups_of(rows):
     """A kernel after the same kernel (one place in a layer; the last launch left out): its launches' figures."""
     groups = OrderedDict()
-    for i, (key, n, cost, early, spread) in enumerate(rows[:-1]):
-        groups.setdefault(key + (rows[i - 1][0][0] if i else "",), []).append((cost, early, spread))
+    for i, (key, n, *figures) in enumerate(rows[:-1]):
+        groups.setdefault(key + (rows[i - 1][0][0] if i else "",), []).append(figures)
     return groups
 
 
@@ -78,13 +90,13 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     rows, step, tick = step_rows(sys.argv[1])
-    print(f"{len(rows)} launches, {sum(n for _, n, _, _, _ in rows)} CTAs, step {step:.1f} us "
+    print(f"{len(rows)} launches, {sum(r[1] for r in rows)} CTAs, step {step:.1f} us "
           f"(the last launch's end: its last wait; timer steps of {tick} ns seen)")
     if "--all" in sys.argv:
-        print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us |")
-        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-        for i, ((where, ctas, threads), n, cost, early, spread) in enumerate(rows):
-            print(f"| {i} | {where} | {n} of {ctas} | {threads} | {cost:.2f} | {early:.2f} | {spread:.2f} |")
+        print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us | data in us | work us |")
+        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for i, ((where, ctas, threads), n, cost, early, spread, data, work) in enumerate(rows):
+            print(f"| {i} | {where} | {n} of {ctas} | {threads} | {cost:.2f} | {early:.2f} | {spread:.2f} | {data:.2f} | {work:.2f} |")
     groups = groups_of(rows)
     if "--against" in sys.argv:  # another step's file: each group's mean cost there and here
         other_rows, other_step, _ = step_rows(sys.argv[sys.argv.index("--against") + 1])
@@ -97,12 +109,13 @@ def main():
                 there, here = mean(other[key], 0), mean(v, 0)
                 print(f"| {key[0]} | {key[1]} | {key[3]} | {there:.2f} | {here:.2f} | {here - there:+.2f} |")
         return
-    print("| kernel (file:line) | CTAs | threads | after | launches | cost us (mean) | share | early us (mean) | spread us (mean) |")
-    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    for (where, ctas, threads, after), v in sorted(groups.items(), key=lambda kv: -sum(c for c, _, _ in kv[1])):
-        total = sum(c for c, _, _ in v)
+    print("| kernel (file:line) | CTAs | threads | after | launches | cost us (mean) | share | early us (mean) | "
+          "spread us (mean) | data in us | work us |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (where, ctas, threads, after), v in sorted(groups.items(), key=lambda kv: -sum(x[0] for x in kv[1])):
+        total = sum(x[0] for x in v)
         print(f"| {where} | {ctas} | {threads} | {after} | {len(v)} | {mean(v, 0):.2f} | {100 * total / step:.1f}% | "
-              f"{mean(v, 1):.2f} | {mean(v, 2):.2f} |")
+              f"{mean(v, 1):.2f} | {mean(v, 2):.2f} | {mean(v, 3):.2f} | {mean(v, 4):.2f} |")
 
 
 if __name__ == "__main__":

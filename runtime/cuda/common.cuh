@@ -37,9 +37,8 @@ extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when un
 extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
 
-#ifdef MINFER_TIMELINE
-#include "cuda/timeline.cuh" /* grid_begin, recording each CTA's entry and wait */
-#else
+#include "cuda/timeline.cuh" /* a measuring build's grid_begin; timeline_mark */
+#ifndef MINFER_TIMELINE
 __device__ static inline void grid_begin(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -416,13 +416,13 @@ extern "C" int cuda_timeline_end(void *stream, const char *path, struct error *e
     if (rc == 0 && !(f = fopen(path, "w")))
         rc = fail(e, "timeline: cannot write %s", path);
     if (f) {
-        fprintf(f, "# sm enter_ns waited_ns ctas threads file line block\n");
+        fprintf(f, "# sm enter_ns waited_ns ctas threads file line block in_ns done_ns\n");
         for (unsigned sm = 0; sm < CUDA_TIMELINE_SMS; sm++)
             for (unsigned i = 0; i < next[sm]; i++) {
                 const struct cuda_timeline_record *x = &r[sm * per_sm + i];
                 const unsigned t = x->tag;
-                fprintf(f, "%u %llu %llu %u %u %c%c%c%c %u %u\n", sm, x->enter, x->waited, x->ctas, x->threads, t & 0xff,
-                        t >> 8 & 0xff, t >> 16 & 0xff, t >> 24 & 0xff, x->line, x->block);
+                fprintf(f, "%u %llu %llu %u %u %c%c%c%c %u %u %u %u\n", sm, x->enter, x->waited, x->ctas, x->threads, t & 0xff,
+                        t >> 8 & 0xff, t >> 16 & 0xff, t >> 24 & 0xff, x->line, x->block, x->in_ns, x->done_ns);
             }
         if (fclose(f))
             rc = fail(e, "timeline: writing %s failed", path);

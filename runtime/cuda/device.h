@@ -89,7 +89,9 @@ struct cuda_timeline_record {
     unsigned long long enter, waited;
     unsigned ctas, threads; /* the CTA's launch */
     unsigned tag, line;     /* its kernel's file (four letters) and line of grid_begin */
-    unsigned block, pad;    /* the CTA's index in its grid */
+    unsigned block;         /* the CTA's index in its grid */
+    unsigned in_ns, done_ns; /* timeline_mark's: its data in, its work done (ns after entry; 0: not marked) */
+    unsigned pad;
 };
 struct cuda_timeline {
     unsigned next[CUDA_TIMELINE_SMS]; /* records taken on each SM (its region: cap / CUDA_TIMELINE_SMS) */

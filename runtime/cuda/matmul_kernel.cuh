@@ -309,6 +309,7 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
         if (STAGE) {
             __syncwarp(); /* lane 0 armed the barrier */
             bulk_wait(&staged_bar[warp]);
+            timeline_mark(TIMELINE_IN);
         }
         const uint8_t *const w0 = STAGE ? mine : m.w + (size_t)r * m.row_bytes;
         const uint8_t *const up = a.epi != CUDA_EPI_PAIR ? nullptr
@@ -316,6 +317,7 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
                                                        : a.m[1].w + (size_t)r * a.m[1].row_bytes;
         rows_out<T, NC, K, RW, Q8, FIX>(a, mi, r, w0, up, xq, xf, c0, nc, v);
     }
+    timeline_mark(TIMELINE_DONE);
     if constexpr (Q8 && WARPS == 32) { /* the CTA's 32 rows are one block */
         if (lane == 0)
             for (int c = 0; c < NC; c++)
@@ -380,6 +382,8 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
         uint8_t *const w0 = mine + (size_t)u * a.stage;
         float v[1];
         bulk_wait_phase(&bar[warp][u], (unsigned)(i / LOOP_STAGES) & 1);
+        if (i == 0)
+            timeline_mark(TIMELINE_IN);
         rows_out<T, 1, K, 1, false, FIX>(a, mi, r, w0, a.epi == CUDA_EPI_PAIR ? w0 + a.m[mi].row_bytes : nullptr, a.xq, a.xf,
                                          0, 1, v);
         __syncwarp(); /* every lane has read the stage */
@@ -391,6 +395,7 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
             stage_ask<1>(a, mn, rn, w0, &bar[warp][u]);
         }
     }
+    timeline_mark(TIMELINE_DONE);
 }
 
 /* The loop launch pays where one tile a CTA holds fewer than 8 CTAs an SM

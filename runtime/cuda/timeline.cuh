@@ -4,9 +4,12 @@
  * all -DMINFER_TIMELINE). Why: under programmatic dependent launch the
  * kernels of a step overlap, so neither ncu (which serializes them) nor a
  * kernel alone says what each one costs the step; the wait's return is
- * the moment the kernel before has finished. device.cu's
- * cuda_timeline_begin and _end arm the log and write it out; elsewhere
- * grid_begin is the plain wait of common.cuh. */
+ * the moment the kernel before has finished. A kernel may also mark when
+ * its first warp's staged data was in and when that warp was done
+ * (timeline_mark: the matmul kernels), which splits a CTA's life into
+ * waiting for memory and computing. device.cu's cuda_timeline_begin and
+ * _end arm the log and write it out; elsewhere grid_begin is the plain
+ * wait of common.cuh and timeline_mark nothing. */
 #ifndef MINFER_CUDA_TIMELINE_CUH
 #define MINFER_CUDA_TIMELINE_CUH
 
@@ -38,6 +41,13 @@ __device__ static inline unsigned long long timeline_now(void)
     return t;
 }
 
+/* The CTA's record (thread 0's), or NULL. */
+__device__ static inline struct cuda_timeline_record *&timeline_record(void)
+{
+    __shared__ struct cuda_timeline_record *r;
+    return r;
+}
+
 /* Thread 0 of each CTA counts it in on its SM's counter (one counter for
  * all, 282,081 CTAs an 8B step, serialized ~1 ns each: ~280 us, slowed
  * most the launches of most CTAs) and stamps its entry, then the wait's
@@ -60,11 +70,14 @@ __device__ static inline void grid_begin_at(unsigned tag, unsigned line)
             r->tag = tag;
             r->line = line;
             r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+            r->in_ns = r->done_ns = 0;
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+    if (first)
+        timeline_record() = r;
     if (r)
         r->waited = timeline_now();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -72,11 +85,26 @@ __device__ static inline void grid_begin_at(unsigned tag, unsigned line)
 #endif
 }
 
+/* Thread 0: its CTA's data in (TIMELINE_IN) or its work done
+ * (TIMELINE_DONE), in ns after its entry. */
+#define TIMELINE_IN 0
+#define TIMELINE_DONE 1
+__device__ static inline void timeline_mark(int what)
+{
+    struct cuda_timeline_record *r = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 ? timeline_record() : NULL;
+    if (r)
+        (what == TIMELINE_IN ? r->in_ns : r->done_ns) = (unsigned)(timeline_now() - r->enter);
+}
+
 #define grid_begin() \
     do { \
         constexpr unsigned timeline_tag_ = timeline_tag(__FILE__); \
         grid_begin_at(timeline_tag_, __LINE__); \
     } while (0)
+#else
+#define TIMELINE_IN 0
+#define TIMELINE_DONE 1
+__device__ static inline void timeline_mark(int) {}
 #endif
 
 #endif
