@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""timeline.py FILE [--all] [--against OTHER]: one decode step's launches from a measuring
+"""timeline.py FILE [--all] [--against OTHER]: two decode steps' launches from a measuring
 build's timeline (MINFER_TIMELINE=FILE, runtime/cuda/timeline.cuh): what each
 kernel costs the step, when its CTAs came in, grouped by kernel.
 
@@ -16,7 +16,11 @@ end is when the next launch's first wait returned. Per launch:
          first warp: from its entry until its staged rows were in, then
          until its rows were done (nan: no marks).
 Grouped by kernel and the kernel before it (one place in a layer); the last
-launch (its end unknown: the step's output matrix) is left out of the groups.
+launch (its end unknown: the second step's output matrix) is left out of
+the groups. The argmax between the two steps (elem, after the output
+matrix) costs the step's turnaround: the argmax itself, its token's copy
+to the host, the host's turn, the next step's input copies and the
+graph's launch, until the next step's first CTA has passed its wait.
 --all prints every launch too; --against OTHER compares each group's mean
 cost with another step's file (the same model under another build or
 setting) instead of the table."""
@@ -90,8 +94,8 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     rows, step, tick = step_rows(sys.argv[1])
-    print(f"{len(rows)} launches, {sum(r[1] for r in rows)} CTAs, step {step:.1f} us "
-          f"(the last launch's end: its last wait; timer steps of {tick} ns seen)")
+    print(f"{len(rows)} launches, {sum(r[1] for r in rows)} CTAs, {step:.1f} us from the first entry to the last "
+          f"launch's last wait (timer steps of {tick} ns seen)")
     if "--all" in sys.argv:
         print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us | data in us | work us |")
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -555,18 +555,22 @@ static struct capture *capture_of(struct cuda_state *s, const struct graph *g)
 }
 
 /* MINFER_TIMELINE=PATH, with a measuring build (timeline.cuh): the
- * TIMELINE_REPLAY-th replay's CTAs, when each entered and when its wait
- * returned, written to PATH (tools/timeline.py reads them). */
+ * TIMELINE_REPLAY-th and the next replay's CTAs, when each entered and
+ * when its wait returned, and what ran between them (the argmax, then
+ * the host's turn: the next step's inputs and its graph's launch), written
+ * to PATH (tools/timeline.py reads them). */
 #define TIMELINE_REPLAY 64
 static int replay(struct cuda_state *s, void *exec, struct error *e)
 {
-    const char *path = s->replays == TIMELINE_REPLAY ? getenv("MINFER_TIMELINE") : NULL;
+    const bool first = s->replays == TIMELINE_REPLAY, second = s->replays == TIMELINE_REPLAY + 1;
+    const char *path = first || second ? getenv("MINFER_TIMELINE") : NULL;
     if (!path)
         return cuda_graph_launch(exec, s->stream, e);
-    if (cuda_timeline_begin(s->stream, e) || cuda_graph_launch(exec, s->stream, e) ||
-        cuda_timeline_end(s->stream, path, e))
+    if ((first && cuda_timeline_begin(s->stream, e)) || cuda_graph_launch(exec, s->stream, e) ||
+        (second && cuda_timeline_end(s->stream, path, e)))
         return -1;
-    fprintf(stderr, "minfer: replay %d's timeline written to %s\n", TIMELINE_REPLAY, path);
+    if (second)
+        fprintf(stderr, "minfer: replays %d and %d's timeline written to %s\n", TIMELINE_REPLAY, TIMELINE_REPLAY + 1, path);
     return 0;
 }
 
