@@ -100,7 +100,8 @@ def main():
         print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us | data in us | work us |")
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for i, ((where, ctas, threads), n, cost, early, spread, data, work) in enumerate(rows):
-            print(f"| {i} | {where} | {n} of {ctas} | {threads} | {cost:.2f} | {early:.2f} | {spread:.2f} | {data:.2f} | {work:.2f} |")
+            print(f"| {i} | {where} | {n} of {ctas} | {threads} | {cost:.2f} | {early:.2f} | {spread:.2f} | "
+                  f"{data:.2f} | {work:.2f} |")
     groups = groups_of(rows)
     if "--against" in sys.argv:  # another step's file: each group's mean cost there and here
         other_rows, other_step, _ = step_rows(sys.argv[sys.argv.index("--against") + 1])

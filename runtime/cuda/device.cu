@@ -387,8 +387,8 @@ extern "C" int cuda_timeline_begin(void *stream, struct error *e)
             check(cudaMemcpy(&timeline_log_dev->cap, &cap, sizeof cap, cudaMemcpyHostToDevice), "timeline: its size", e))
             return -1;
         for (int i = 0; i < timeline_units; i++)
-            if (check(cudaMemcpyToSymbol(timeline_symbols[i], &timeline_log_dev, sizeof timeline_log_dev), "timeline: a unit's log",
-                      e))
+            if (check(cudaMemcpyToSymbol(timeline_symbols[i], &timeline_log_dev, sizeof timeline_log_dev),
+                      "timeline: a unit's log", e))
                 return -1;
     }
     return cuda_memset_async(timeline_log_dev->next, 0, sizeof timeline_log_dev->next, stream, e);
@@ -408,7 +408,8 @@ extern "C" int cuda_timeline_end(void *stream, const char *path, struct error *e
     if (rc == 0)
         rc = check(cudaMemcpy(next, timeline_log_dev->next, sizeof next, cudaMemcpyDeviceToHost), "timeline: its counts", e);
     if (rc == 0)
-        rc = check(cudaMemcpy(r, timeline_log_dev->rec, TIMELINE_RECORDS * sizeof *r, cudaMemcpyDeviceToHost), "timeline: records", e);
+        rc = check(cudaMemcpy(r, timeline_log_dev->rec, TIMELINE_RECORDS * sizeof *r, cudaMemcpyDeviceToHost),
+                   "timeline: records", e);
     for (unsigned sm = 0; rc == 0 && sm < CUDA_TIMELINE_SMS; sm++)
         if (next[sm] > per_sm)
             rc = fail(e, "timeline: %u CTAs on SM %u, room for %u", next[sm], sm, per_sm);

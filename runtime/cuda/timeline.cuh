@@ -1,7 +1,8 @@
 /* timeline.cuh: a measuring build's record of when each CTA of a step
- * entered its kernel (by the GPU's global timer: one clock for all SMs) and when its grid dependency wait returned (every
- * kernel compiled with -DMINFER_TIMELINE: tools/build-variant.sh timeline
- * all -DMINFER_TIMELINE). Why: under programmatic dependent launch the
+ * entered its kernel and when its grid dependency wait returned, by the
+ * GPU's global timer (one clock for all SMs), every kernel compiled with
+ * -DMINFER_TIMELINE (tools/build-variant.sh timeline all
+ * -DMINFER_TIMELINE). Why: under programmatic dependent launch the
  * kernels of a step overlap, so neither ncu (which serializes them) nor a
  * kernel alone says what each one costs the step; the wait's return is
  * the moment the kernel before has finished. A kernel may also mark when
