@@ -81,7 +81,7 @@ void cuda_graph_destroy(void *exec);
 int cuda_launch_begin(const char *site, struct error *e);
 int cuda_launch_end(const char *site, struct error *e);
 
-/* A measuring build's timeline of one step (timeline.cuh): each CTA's
+/* A measuring build's timeline of decode steps (timeline.cuh): each CTA's
  * entry and the return of its grid dependency wait (ns of the GPU's
  * global timer), a region of records for each SM. */
 #define CUDA_TIMELINE_SMS 256

@@ -351,12 +351,11 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
  * takes tiles (4 rows, a row a warp) blockIdx.x, + gridDim.x, ... and
  * each warp keeps LOOP_STAGES of its rows in flight, every one asked for
  * as soon as its stage is free (the first ones before the grid dependency
- * wait). Why: a launch of one tile a CTA enters its CTAs at ~250 a
- * microsecond (measured: the 8B's gate/up pair's 3072 take 12 us to
- * enter, 18 KiB each, about the bandwidth), and a CTA's slot asks for
- * nothing from its exit to its successor's entry; a fixed set of CTAs
- * asks continuously. Each row's sum is rows_out's, as in matmul_kernel:
- * the same bits. */
+ * wait). Why: a CTA of one tile asks for nothing from its exit to its
+ * successor's entry, and where a stage is large few such CTAs fit an SM
+ * (the 8B's Q6_K down: 40 KiB, 5); a fixed set of CTAs asks continuously
+ * (launch_loop says where it pays). Each row's sum is rows_out's, as in
+ * matmul_kernel: the same bits. */
 #define LOOP_STAGES 2
 template <int T, int K, class FIX>
 __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_args a)

@@ -50,9 +50,9 @@ __device__ static inline struct cuda_timeline_record *&timeline_record(void)
 }
 
 /* Thread 0 of each CTA counts it in on its SM's counter (one counter for
- * all, 282,081 CTAs an 8B step, serialized ~1 ns each: ~280 us, slowed
- * most the launches of most CTAs) and stamps its entry, then the wait's
- * return. */
+ * all serialized an 8B step's 282,081 CTAs: the instrumented step 2505 us,
+ * 2310 per SM, slowed most the launches of most CTAs) and stamps its
+ * entry, then the wait's return. */
 __device__ static inline void grid_begin_at(unsigned tag, unsigned line)
 {
     struct cuda_timeline *log = timeline_log;
