@@ -50,6 +50,14 @@ struct backend {
                        struct error *e);
     /* The index of the largest of the last column of node's output (lowest on ties, NaNs ignored). */
     int (*read_argmax)(void *state, const struct graph *g, int node, int32_t *out, struct error *e);
+    /* Greedy decoding without the host in between: runs next (one token)
+     * on the argmax of node's last column in g as its token, at position
+     * pos with KV length kv_len, found and written into next's inputs
+     * where the logits are; *out gets the token id as soon as it is known,
+     * while next may still run. NULL where nothing is gained (the CPU):
+     * the engine reads the argmax, then writes the inputs and executes. */
+    int (*execute_argmax)(void *state, const struct graph *g, int node, const struct graph *next, int32_t pos,
+                          int32_t kv_len, int32_t *out, struct error *e);
     /* A line describing what it runs on, for the user ("2 threads", "NVIDIA H200"). */
     void (*describe)(void *state, char *buf, size_t n);
 };

@@ -264,6 +264,28 @@ int engine_argmax(struct engine *en, int32_t *out, struct error *e)
     return en->be->read_argmax(en->bs, g, g->result, out, e);
 }
 
+int engine_eval_next(struct engine *en, int32_t *out, struct error *e)
+{
+    if (!en->be->execute_argmax)
+        return engine_argmax(en, out, e) || eval(en, out, 1, NULL, e);
+    if (en->last < 0)
+        return fail(e, "argmax before any token was evaluated");
+    if (en->n_past + 1 > en->cfg.n_ctx)
+        return fail(e, "context overflow: %lld tokens in the cache plus 1 new exceed the context of %lld",
+                    (long long)en->n_past, (long long)en->cfg.n_ctx);
+    int s;
+    const struct graph *from = &en->graphs[en->last].g;
+    if (graph_for(en, 1, 1, &s, e))
+        return -1;
+    const struct graph *g = &en->graphs[s].g;
+    en->logits_read = false;
+    if (en->be->execute_argmax(en->bs, from, from->result, g, (int32_t)en->n_past, (int32_t)(en->n_past + 1), out, e))
+        return -1;
+    en->n_past += 1;
+    en->last = s;
+    return 0;
+}
+
 int engine_sample(struct engine *en, struct sampler *smp, int32_t *out, struct error *e)
 {
     if (sampler_is_greedy(smp)) /* the backend finds it where the logits are */

@@ -73,6 +73,14 @@ const float *engine_logits(struct engine *en, struct error *e);
  * backend where they were computed. */
 int engine_argmax(struct engine *en, int32_t *out, struct error *e);
 
+/* Appends the greedy choice of the last logits (engine_argmax's) and
+ * evaluates it; *out gets its id. Where the backend can (the CUDA one),
+ * the choice is fed to the step on the device and the step is launched
+ * before the id reaches the host, so the caller handles each token while
+ * the next step already runs (a caller that stops on it truncates it
+ * away). Running past n_ctx is an error, as for engine_eval. */
+int engine_eval_next(struct engine *en, int32_t *out, struct error *e);
+
 struct sampler;
 /* The next token by smp's rule from the last logits: a greedy choice is
  * the backend's argmax (no logits copied), else smp samples them. */

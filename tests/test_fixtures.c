@@ -131,6 +131,15 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
                      next, want_greedy[i]);
         cr_assert_eq(engine_eval(&en, &next, 1, &e), 0, "%s", e.msg);
     }
+    /* the same greedy tokens through engine_eval_next (here: argmax, then evaluate) */
+    engine_truncate(&en, N_TOKENS - 1);
+    cr_assert_eq(engine_eval(&en, &tokens[N_TOKENS - 1], 1, &e), 0, "%s", e.msg);
+    for (int i = 0; i < N_GREEDY; i++) {
+        int32_t next = -1;
+        cr_assert_eq(engine_eval_next(&en, &next, &e), 0, "%s", e.msg);
+        cr_assert_eq(next, want_greedy[i], "engine_eval_next: greedy token %d is %d, transformers chose %d", i, next,
+                     want_greedy[i]);
+    }
     /* the same tokens as batches of 8 and 16 give the very same bits */
     for (int b = 8; b <= 16; b += 8) {
         engine_truncate(&en, 0);

@@ -17,10 +17,12 @@ end is when the next launch's first wait returned. Per launch:
          until its rows were done (nan: no marks).
 Grouped by kernel and the kernel before it (one place in a layer); the last
 launch (its end unknown: the second step's output matrix) is left out of
-the groups. The argmax between the two steps (elem, after the output
-matrix) costs the step's turnaround: the argmax itself, its token's copy
-to the host, the host's turn, the next step's input copies and the
-graph's launch, until the next step's first CTA has passed its wait.
+the groups. The argmax between the two steps (argm, after the output
+matrix) costs the step's turnaround: where greedy tokens are fed on the
+device (engine_eval_next: minfer bench's tg), the argmax itself and the
+next step's graph launch behind it; otherwise also its token's copy to
+the host, the host's turn and the next step's input copies; until the
+next step's first CTA has passed its wait.
 --all prints every launch too; --against OTHER compares each group's mean
 cost with another step's file (the same model under another build or
 setting) instead of the table."""

@@ -28,9 +28,12 @@ static double stddev(const double *x, int64_t n, double mean)
     return n > 1 ? sqrt(s / (double)(n - 1)) : 0.0;
 }
 
-/* Tokens/s for n tokens as one batch (pp) or one at a time (tg). Every
- * step ends as greedy generation does, with the next token's id in hand
- * (engine_argmax), so the time is what a user waits, not what was queued.
+/* Tokens/s for n tokens as one batch (pp) or one at a time (tg). A batch
+ * ends with the next token's id in hand (engine_argmax); tg is greedy
+ * generation as the CLI runs it: each step's token is the argmax of the
+ * step before (engine_eval_next: on a GPU, fed on the device while the
+ * host reads it), and the time ends with the last step's argmax in hand,
+ * so the time is what a user waits, not what was queued.
  * Untimed runs go first, as llama-bench's warm-up does: the first run of a
  * shape also builds its graph and loads its kernels (a GPU's modules load
  * at their first launch), and the CUDA backend captures a shape's graph at
@@ -54,8 +57,12 @@ static int measure(struct session *s, int64_t n, int64_t depth, bool batch, int6
         double t0 = session_now();
         if (batch)
             rc = engine_eval(&s->engine, tok, n, e) || engine_argmax(&s->engine, &next, e);
-        for (int64_t i = 0; !batch && i < n && !rc; i++)
-            rc = engine_eval(&s->engine, &tok[i], 1, e) || engine_argmax(&s->engine, &next, e);
+        else
+            rc = engine_eval(&s->engine, tok, 1, e);
+        for (int64_t i = 1; !batch && i < n && !rc; i++)
+            rc = engine_eval_next(&s->engine, &next, e);
+        if (!batch && !rc)
+            rc = engine_argmax(&s->engine, &next, e);
         if (k >= 0)
             tps[k] = (double)n / (session_now() - t0);
     }

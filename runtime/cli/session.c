@@ -360,6 +360,22 @@ int session_feed(struct session *s, const struct session_options *o, const char 
     return rc;
 }
 
+/* Whether the next token can be the argmax fed on the device
+ * (engine_eval_next): a greedy sampler and room for it without a shift. */
+static bool greedy_ahead(const struct session *s)
+{
+    return sampler_is_greedy(&s->sampler) && (int64_t)s->n_history < s->engine.cfg.n_ctx;
+}
+
+/* append for the greedy choice, which the engine evaluates as it finds it. */
+static int append_next(struct session *s, int32_t *id, struct error *e)
+{
+    if (engine_eval_next(&s->engine, id, e) || remember(s, id, 1, e))
+        return -1;
+    sampler_accept(&s->sampler, *id);
+    return 0;
+}
+
 static bool is_stop(const struct session *s, int32_t id)
 {
     for (int k = 0; k < TOKENIZER_END_IDS; k++)
@@ -376,7 +392,7 @@ int session_generate(struct session *s, const struct session_options *o, int64_t
     *n_out = 0;
     for (int64_t i = 0; n < 0 || i < n; i++) {
         int32_t id;
-        if (engine_sample(&s->engine, &s->sampler, &id, e) || append(s, o, &id, 1, e))
+        if (greedy_ahead(s) ? append_next(s, &id, e) : engine_sample(&s->engine, &s->sampler, &id, e) || append(s, o, &id, 1, e))
             return -1;
         ++*n_out;
         if (is_stop(s, id))

@@ -51,7 +51,12 @@ struct cuda_state {
     int skip[2];          /* nodes an earlier launch computed (K's RoPE with Q's, the KV store with K's) */
     float *att;           /* attention partials */
     unsigned *tickets;    /* the SwiGLU pair's Q8_1 blocks (cuda_matmul_multi), zero between launches */
-    int32_t *argmax;      /* one int on the device */
+    void *argmax;         /* the argmax's scratch (cuda_argmax_scratch_bytes) */
+    /* The argmax's token id, page-locked and written by the kernel itself
+     * (token_dev its device address), ready once token_ready has passed */
+    volatile int32_t *token;
+    int32_t *token_dev;
+    void *token_ready;
     /* Page-locked staging for the graph inputs (token ids, positions, KV
      * length: one region each), so their copies are truly asynchronous; a
      * region is reused only after the stream has passed its last copy */
@@ -194,6 +199,8 @@ static void cuda_free_state(void *state)
     cuda_free(s->att);
     cuda_free(s->tickets);
     cuda_free(s->argmax);
+    cuda_host_free((void *)s->token);
+    cuda_event_destroy(s->token_ready);
     cuda_host_free(s->staging);
     cuda_stream_destroy(s->stream);
     free(s);
@@ -351,7 +358,11 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc(&s->q8[0], s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc(&s->q8[1], s->q8_bytes, "Q8_1 scratch", e) ||
              cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
              cuda_alloc((void **)&s->tickets, tickets, "matmul tickets", e) ||
-             cuda_alloc((void **)&s->argmax, sizeof(int32_t), "argmax", e) ||
+             cuda_alloc(&s->argmax, cuda_argmax_scratch_bytes(), "argmax scratch", e) ||
+             cuda_memset_async(s->argmax, 0, cuda_argmax_scratch_bytes(), s->stream, e) ||
+             cuda_host_alloc((void **)&s->token, sizeof(int32_t), "the argmax's token", e) ||
+             cuda_host_device_pointer((void *)s->token, (void **)&s->token_dev, e) ||
+             cuda_event_create(&s->token_ready, e) ||
              (prompt_scratch && cuda_stream_scratch(s->stream, prompt_scratch, &scratch, e)) ||
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
@@ -556,9 +567,10 @@ static struct capture *capture_of(struct cuda_state *s, const struct graph *g)
 
 /* MINFER_TIMELINE=PATH, with a measuring build (timeline.cuh): the
  * TIMELINE_REPLAY-th and the next replay's CTAs, when each entered and
- * when its wait returned, and what ran between them (the argmax, then
- * the host's turn: the next step's inputs and its graph's launch), written
- * to PATH (tools/timeline.py reads them). */
+ * when its wait returned, and what ran between them (the argmax, then the
+ * next graph's launch; without execute_argmax, the host's turn and the
+ * next step's input copies too), written to PATH (tools/timeline.py reads
+ * them). */
 #define TIMELINE_REPLAY 64
 static int replay(struct cuda_state *s, void *exec, struct error *e)
 {
@@ -642,18 +654,49 @@ static int cuda_read_output(void *state, const struct graph *g, int node, int64_
     return 0;
 }
 
+/* The logits of node's last column in g. */
+static const float *last_column(const struct cuda_state *s, const struct graph *g, int node)
+{
+    const struct node *x = &g->node[node];
+    return (const float *)(s->arena + x->offset + (size_t)(x->ne[1] - 1) * (size_t)x->row_stride);
+}
+
+static int token_of(struct cuda_state *s, const struct graph *g, int node, int32_t *out, struct error *e)
+{
+    *out = *s->token;
+    if (*out < 0)
+        return fail(e, "argmax: every one of the %lld logits is NaN", (long long)g->node[node].ne[0]);
+    return 0;
+}
+
 static int cuda_read_argmax(void *state, const struct graph *g, int node, int32_t *out, struct error *e)
 {
     struct cuda_state *s = state;
-    const struct node *x = &g->node[node];
-    const float *last = (const float *)(s->arena + x->offset + (size_t)(x->ne[1] - 1) * (size_t)x->row_stride);
-    if (cuda_argmax(last, x->ne[0], s->argmax, s->stream, e) ||
-        cuda_download_async(out, s->argmax, sizeof *out, s->stream, e) || cuda_stream_sync(s->stream, "argmax", e))
+    if (cuda_argmax(last_column(s, g, node), g->node[node].ne[0], s->token_dev, NULL, s->argmax, s->stream, e) ||
+        cuda_stream_sync(s->stream, "argmax", e))
         return -1;
     s->staged[0] = s->staged[1] = s->staged[2] = false;
-    if (*out < 0)
-        return fail(e, "argmax: every one of the %lld logits is NaN", (long long)x->ne[0]);
-    return 0;
+    return token_of(s, g, node, out, e);
+}
+
+/* The argmax writes next's inputs itself, then next is launched behind it;
+ * the host waits only for the argmax (next still runs when this returns). */
+static int cuda_execute_argmax(void *state, const struct graph *g, int node, const struct graph *next, int32_t pos,
+                               int32_t kv_len, int32_t *out, struct error *e)
+{
+    struct cuda_state *s = state;
+    int32_t *in[3] = { NULL, NULL, NULL };
+    for (int k = 0; k < 3; k++)
+        if (next->input[k] >= 0)
+            in[k] = (int32_t *)(s->arena + next->node[next->input[k]].offset);
+    if (!in[0])
+        return fail(e, "execute_argmax: the next graph has no token input");
+    const struct cuda_argmax_feed feed = { in[0], in[1], in[2], pos, kv_len };
+    if (cuda_argmax(last_column(s, g, node), g->node[node].ne[0], s->token_dev, &feed, s->argmax, s->stream, e) ||
+        cuda_event_record(s->token_ready, s->stream, e) || cuda_execute(s, next, e) ||
+        cuda_event_sync(s->token_ready, "argmax", e))
+        return -1;
+    return token_of(s, g, node, out, e);
 }
 
 static void cuda_describe(void *state, char *buf, size_t n)
@@ -676,5 +719,6 @@ const struct backend cuda_backend = {
     .execute = cuda_execute,
     .read_output = cuda_read_output,
     .read_argmax = cuda_read_argmax,
+    .execute_argmax = cuda_execute_argmax,
     .describe = cuda_describe,
 };

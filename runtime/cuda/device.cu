@@ -316,6 +316,40 @@ void cuda_host_free(void *p)
         cudaFreeHost(p);
 }
 
+int cuda_host_device_pointer(void *host, void **dev, struct error *e)
+{
+    return check(cudaHostGetDevicePointer(dev, host, 0), "cudaHostGetDevicePointer", e);
+}
+
+int cuda_event_create(void **event, struct error *e)
+{
+    cudaEvent_t ev = NULL;
+    *event = NULL;
+    if (check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags", e))
+        return -1;
+    *event = ev;
+    return 0;
+}
+
+void cuda_event_destroy(void *event)
+{
+    if (event)
+        cudaEventDestroy((cudaEvent_t)event);
+}
+
+int cuda_event_record(void *event, void *stream, struct error *e)
+{
+    return check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cudaEventRecord", e);
+}
+
+int cuda_event_sync(void *event, const char *site, struct error *e)
+{
+    cudaError_t rc = cudaEventSynchronize((cudaEvent_t)event);
+    if (rc == cudaSuccess)
+        return 0;
+    return fail(e, "cuda: %s: the stream reported %s (%s)", site, cudaGetErrorName(rc), cudaGetErrorString(rc));
+}
+
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, struct error *e)
 {
     return check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo", e);

@@ -61,6 +61,16 @@ int cuda_memset_async(void *dst, int value, size_t bytes, void *stream, struct e
 /* Page-locked host memory, for copies that must be asynchronous. */
 int cuda_host_alloc(void **p, size_t bytes, const char *what, struct error *e);
 void cuda_host_free(void *p);
+/* The device's address of page-locked host memory (kernels write it
+ * directly: no copy in the stream). */
+int cuda_host_device_pointer(void *host, void **dev, struct error *e);
+
+/* Events: a point in a stream that the host can wait for without waiting
+ * for what was queued after it. */
+int cuda_event_create(void **event, struct error *e);
+void cuda_event_destroy(void *event);
+int cuda_event_record(void *event, void *stream, struct error *e);
+int cuda_event_sync(void *event, const char *site, struct error *e);
 
 /* Free and total device memory now. */
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, struct error *e);

@@ -1,11 +1,9 @@
-/* elementwise.cu: add, mul, SiLU, GELU, SwiGLU, GeGLU, bias and scale over f32 activations, and
- * the greedy argmax that lets only a token id cross to the host. */
+/* elementwise.cu: add, mul, SiLU, GELU, SwiGLU, GeGLU, bias and scale over f32 activations. */
 #include "cuda/common.cuh"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 
 #define EW_THREADS 256
-#define ARGMAX_THREADS 1024
 
 template <int OP>
 __global__ void elementwise_kernel(const float *__restrict__ a, const float *__restrict__ b, int64_t n, int64_t d,
@@ -50,47 +48,4 @@ extern "C" int cuda_elementwise(enum cuda_elementwise_op op, const float *a, con
     }
 #undef EW_CASE
     return cuda_launch_end("elementwise_kernel", e);
-}
-
-/* Whether (v, i) beats (bv, bi): larger, or equal and lower; NaN never wins. */
-__device__ static inline bool better(float v, int i, float bv, int bi)
-{
-    if (isnan(v) || i < 0)
-        return false;
-    return bi < 0 || v > bv || (v == bv && i < bi);
-}
-
-/* One CTA: each thread scans a strided share, then a tree of fixed shape. */
-__global__ void argmax_kernel(const float *__restrict__ x, int64_t n, int32_t *__restrict__ out)
-{
-    __shared__ float sv[ARGMAX_THREADS];
-    __shared__ int si[ARGMAX_THREADS];
-    grid_begin();
-    float bv = 0;
-    int bi = -1;
-    for (int64_t i = threadIdx.x; i < n; i += ARGMAX_THREADS)
-        if (better(x[i], (int)i, bv, bi))
-            bv = x[i], bi = (int)i;
-    sv[threadIdx.x] = bv;
-    si[threadIdx.x] = bi;
-    __syncthreads();
-    for (int half = ARGMAX_THREADS / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half && better(sv[threadIdx.x + half], si[threadIdx.x + half], sv[threadIdx.x], si[threadIdx.x])) {
-            sv[threadIdx.x] = sv[threadIdx.x + half];
-            si[threadIdx.x] = si[threadIdx.x + half];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0)
-        *out = si[0];
-}
-
-extern "C" int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream, struct error *e)
-{
-    if (n <= 0 || n > 0x7fffffff)
-        return fail(e, "argmax: %lld values", (long long)n);
-    if (cuda_launch_begin("argmax_kernel", e))
-        return -1;
-    launch(argmax_kernel, 1, ARGMAX_THREADS, 0, (cudaStream_t)stream, x, n, out);
-    return cuda_launch_end("argmax_kernel", e);
 }

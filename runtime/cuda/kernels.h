@@ -96,8 +96,23 @@ enum cuda_elementwise_op {
  * column; SCALE: y = a * c. */
 int cuda_elementwise(enum cuda_elementwise_op op, const float *a, const float *b, int64_t n, int64_t d, float c,
                      float *y, void *stream, struct error *e);
-/* *out = the index of the largest of n values (lowest on ties, NaNs ignored; -1 if all are NaN). */
-int cuda_argmax(const float *x, int64_t n, int32_t *out, void *stream, struct error *e);
+
+/* argmax.cu */
+/* The next decode step's inputs, written on the device with the token:
+ * token (one id), pos (its position: pos_value) and kv_len (kv_value);
+ * pos and kv_len may be NULL (a graph without them). */
+struct cuda_argmax_feed {
+    int32_t *token, *pos, *kv_len;
+    int32_t pos_value, kv_value;
+};
+/* *out = the index of the largest of n values (lowest on ties, NaNs
+ * ignored; -1 if all are NaN); out may be mapped host memory. With feed,
+ * also its inputs (token 0 for -1: a valid row; the host reports the -1).
+ * scratch: cuda_argmax_scratch_bytes(), zeroed once, then reused by
+ * launches on one stream. */
+int cuda_argmax(const float *x, int64_t n, int32_t *out, const struct cuda_argmax_feed *feed, void *scratch,
+                void *stream, struct error *e);
+size_t cuda_argmax_scratch_bytes(void);
 
 /* matmul.cu: for each matrix, y[c * n + r] = sum_i w[r][i] x[c][i]
  * (+ bias[r]) over nt columns, then the epilogue: ADD adds res[c * n + r]

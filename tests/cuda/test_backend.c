@@ -253,6 +253,66 @@ void test_backend_is_bitwise_reproducible(void)
     }
 }
 
+/* engine_eval_next feeds each greedy token to its step on the device:
+ * the same tokens and logit bits as reading the argmax and evaluating it
+ * (run_sequence), with graphs and without; the logits read after each
+ * step, or never until the end (each step launched before the host has
+ * its token); and at the end of the context an overflow error. */
+static bool greedy_fed(int t, const struct model *m, bool no_graphs)
+{
+    struct error e;
+    struct engine ref, fed;
+    if (!open_engine(&ref, m, "cuda", 4, true, false) || !open_engine(&fed, m, "cuda", 4, true, no_graphs))
+        return false;
+    const int64_t v = ref.n_vocab;
+    float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
+    int32_t want[12], got[12];
+    bool ok = run_sequence(&ref, a);
+    for (int i = 0; ok && i < 12; i++) { /* the tokens run_sequence fed: each row's argmax */
+        want[i] = 0;
+        for (int64_t j = 1; j < v; j++)
+            want[i] = a[(11 + i) * v + j] > a[(11 + i) * v + want[i]] ? (int32_t)j : want[i];
+    }
+    for (int pass = 0; pass < 2 && ok; pass++) { /* pass 0 reads the logits after each step, pass 1 only the tokens */
+        engine_truncate(&fed, 0);
+        ok = CHECK(engine_eval_logits(&fed, prompt, 12, b, &e) == 0, "%s", e.msg);
+        for (int i = 0; ok && i < 12; i++) {
+            const float *l = NULL;
+            ok = CHECK(engine_eval_next(&fed, &got[i], &e) == 0 && (pass || (l = engine_logits(&fed, &e))), "%s", e.msg);
+            if (ok && l)
+                memcpy(b + (12 + i) * v, l, (size_t)v * 4);
+        }
+        ok = ok && CHECK(memcmp(want, got, sizeof want) == 0, "%s%s: fed greedy tokens differ from the argmax read and evaluated (pass %d)",
+                         tinies[t].arch, no_graphs ? " (no graphs)" : "", pass);
+        ok = ok && CHECK(pass || memcmp(a, b, (size_t)(24 * v) * 4) == 0, "%s%s: fed greedy steps gave other logit bits",
+                         tinies[t].arch, no_graphs ? " (no graphs)" : "");
+    }
+    int32_t tok;
+    while (ok && fed.n_past < fed.cfg.n_ctx)
+        ok = CHECK(engine_eval_next(&fed, &tok, &e) == 0, "%s", e.msg);
+    ok = ok && CHECK(engine_eval_next(&fed, &tok, &e) != 0 && strstr(e.msg, "context overflow"),
+                     "a fed step past the context: %s", e.msg);
+    if (ok)
+        printf("    %s%s: 12 greedy tokens fed on the device, as read and evaluated (same logit bits); then to the end of the context\n",
+               tinies[t].arch, no_graphs ? " (no graphs)" : "");
+    free(a), free(b);
+    engine_free(&ref), engine_free(&fed);
+    return ok;
+}
+
+void test_backend_feeds_greedy_tokens(void)
+{
+    for (int t = 0; t < N_TINY; t++) {
+        struct model m;
+        if (!open_tiny(t, &m))
+            return;
+        const bool ok = greedy_fed(t, &m, false) && greedy_fed(t, &m, true);
+        model_close(&m);
+        if (!ok)
+            return;
+    }
+}
+
 void test_backend_batches_equal_single_steps(void)
 {
     struct model m;

@@ -425,9 +425,9 @@ void test_kernels_attention(void)
         }
 }
 
-/* ---- elementwise ops and argmax ---- */
+/* ---- elementwise ops ---- */
 
-void test_kernels_elementwise_and_argmax(void)
+void test_kernels_elementwise(void)
 {
     struct error e;
     const int64_t d = 64, n = d * 7;
@@ -450,16 +450,54 @@ void test_kernels_elementwise_and_argmax(void)
                 return;
         }
     }
-    /* argmax: the first of two equal maxima, NaNs ignored */
-    const int64_t nv = 151936;
-    float *l = randoms(nv, 1);
-    l[100] = NAN, l[99999] = 9.5f, l[120000] = 9.5f, l[7] = NAN;
-    float *dl = up(l, (size_t)nv * 4);
-    int32_t *di = up(NULL, 4), got = -2;
-    if (!CHECK(cuda_argmax(dl, nv, di, NULL, &e) == 0, "%s", e.msg))
-        return;
-    down(&got, di, 4);
-    CHECK(got == 99999, "argmax %d, want 99999", got);
-    cuda_free(da), cuda_free(db), cuda_free(dy), cuda_free(dl), cuda_free(di);
-    free(a), free(b), free(y), free(l);
+    cuda_free(da), cuda_free(db), cuda_free(dy);
+    free(a), free(b), free(y);
+}
+
+/* ---- argmax: the CPU's choice, with its feed of the next step's inputs ---- */
+
+static int32_t argmax_ref(const float *x, int64_t n)
+{
+    int32_t best = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
+            best = (int32_t)i;
+    return best;
+}
+
+/* Lengths around the kernel's 2048-value chunks and 256-CTA cap; equal
+ * maxima in different CTAs (the first must win), NaNs, and all NaN (-1,
+ * and token 0 fed so the step reads a valid row). Run twice on one
+ * scratch: its ticket must come back to 0. */
+void test_kernels_argmax(void)
+{
+    static const int64_t lens[] = { 1, 7, 2047, 2048, 2049, 151936, 262144, 600001 };
+    struct error e;
+    void *scratch = up(NULL, cuda_argmax_scratch_bytes());
+    int32_t *dout = up(NULL, 4 * sizeof(int32_t));
+    bool ok = CHECK(cuda_memset_async(scratch, 0, cuda_argmax_scratch_bytes(), NULL, &e) == 0, "%s", e.msg);
+    for (size_t c = 0; ok && c < sizeof lens / sizeof lens[0]; c++)
+        for (int round = 0; ok && round < 3; round++) {
+            const int64_t n = lens[c];
+            float *x = randoms(n, 1);
+            if (round == 1 && n > 2) /* two equal maxima far apart, a NaN before them */
+                x[0] = NAN, x[n / 2 + 1] = 9.5f, x[n - 1] = 9.5f;
+            if (round == 2)
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = i % 3 == 1 || n < 3 ? NAN : -INFINITY; /* -inf is a choice, NaN is not */
+            const int32_t want = argmax_ref(x, n);
+            float *dx = up(x, (size_t)n * 4);
+            int32_t got[4] = { -2, -2, -2, -2 };
+            const struct cuda_argmax_feed feed = { dout + 1, dout + 2, dout + 3, (int32_t)n, (int32_t)n + 1 };
+            ok = CHECK(cuda_argmax(dx, n, dout, round == 1 ? NULL : &feed, scratch, NULL, &e) == 0, "%s", e.msg) &&
+                 CHECK(cuda_download(got, dout, sizeof got, &e) == 0, "%s", e.msg) &&
+                 CHECK(got[0] == want, "argmax of %lld (round %d): %d, want %d", (long long)n, round, got[0], want);
+            if (ok && round != 1)
+                ok = CHECK(got[1] == (want < 0 ? 0 : want) && got[2] == (int32_t)n && got[3] == (int32_t)n + 1,
+                           "argmax of %lld fed token %d position %d KV length %d, want %d %lld %lld", (long long)n,
+                           got[1], got[2], got[3], want < 0 ? 0 : want, (long long)n, (long long)n + 1);
+            cuda_free(dx);
+            free(x);
+        }
+    cuda_free(scratch), cuda_free(dout);
 }
