@@ -209,7 +209,7 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
  * memory), the pair's up rows at up; each row's sum, plus its bias, plus
  * the residual (the CPU's order), or gated by the pair's up product,
  * stored by lane 0; v[c]: the last row's result for column c. */
-template <int T, int NC, int K, int RW, bool Q8, class FIX>
+template <int T, int NC, int K, int RW, bool Q8, bool PAIR, class FIX>
 __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t r, const uint8_t *w0, const uint8_t *up,
                                        const uint8_t *xq, const float *xf, int64_t c0, int nc, float v[NC])
 {
@@ -234,7 +234,7 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
         row_sums_of<NC, K>(m.type, rows[0], xq, xf, a.k, nc, &sums[0]);
         if (a.epi == CUDA_EPI_PAIR)
             row_sums_of<NC, K>(a.m[1].type, rows[1], xq, xf, a.k, nc, &sums[1]);
-    } else if constexpr (Q8 || RW == 2) { /* a pair's gate and up rows, or a warp's two rows, share each activation load */
+    } else if constexpr (Q8 || RW == 2 || PAIR) { /* a pair's gate and up rows, or a warp's two rows, share each activation load */
         row_sums<T, NC, K, 2>(rows, xq, xf, a.k, nc, sums);
     } else {
         row_sums<T, NC, K, 1>(rows, xq, xf, a.k, nc, sums);
@@ -278,8 +278,12 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
  * group's loads in flight (held to fewer, Q4_K streamed at 37% of copy
  * bandwidth instead of 46%). FULL (staged launches of more CTAs than the
  * SMs hold at once; 4 warps): registers held to 64 a thread, so that 8
- * CTAs fit an SM (Q6_K's and the mixed launch's 89 held 5). */
-template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false, bool FULL = false, class FIX = mm_runtime>
+ * CTAs fit an SM (Q6_K's and the mixed launch's 89 held 5). PAIR (a
+ * decode step's SwiGLU pair with an f32 product): the gate and up rows
+ * share each activation load, as with Q8 (a kernel of its own: sharing
+ * takes registers that the other launches would pay in occupancy). */
+template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false, bool FULL = false, bool PAIR = false,
+          class FIX = mm_runtime>
 __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const struct mm_args a)
 {
     __shared__ float outs[Q8 ? WARPS * NC : 1];
@@ -315,7 +319,7 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
         const uint8_t *const up = a.epi != CUDA_EPI_PAIR ? nullptr
                                   : STAGE              ? mine + RW * m.row_bytes
                                                        : a.m[1].w + (size_t)r * a.m[1].row_bytes;
-        rows_out<T, NC, K, RW, Q8, FIX>(a, mi, r, w0, up, xq, xf, c0, nc, v);
+        rows_out<T, NC, K, RW, Q8, PAIR, FIX>(a, mi, r, w0, up, xq, xf, c0, nc, v);
     }
     timeline_mark(TIMELINE_DONE);
     if constexpr (Q8 && WARPS == 32) { /* the CTA's 32 rows are one block */
@@ -357,7 +361,7 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
  * (launch_loop says where it pays). Each row's sum is rows_out's, as in
  * matmul_kernel: the same bits. */
 #define LOOP_STAGES 2
-template <int T, int K, class FIX>
+template <int T, int K, bool PAIR, class FIX>
 __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_args a)
 {
     __shared__ uint64_t bar[4][LOOP_STAGES];
@@ -383,7 +387,7 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
         bulk_wait_phase(&bar[warp][u], (unsigned)(i / LOOP_STAGES) & 1);
         if (i == 0)
             timeline_mark(TIMELINE_IN);
-        rows_out<T, 1, K, 1, false, FIX>(a, mi, r, w0, a.epi == CUDA_EPI_PAIR ? w0 + a.m[mi].row_bytes : nullptr, a.xq, a.xf,
+        rows_out<T, 1, K, 1, false, PAIR, FIX>(a, mi, r, w0, a.epi == CUDA_EPI_PAIR ? w0 + a.m[mi].row_bytes : nullptr, a.xq, a.xf,
                                          0, 1, v);
         __syncwarp(); /* every lane has read the stage */
         const int64_t next = t + (int64_t)LOOP_STAGES * gridDim.x;
@@ -420,17 +424,17 @@ static inline size_t loop_above(void)
  * where it pays (loop_above) and its stages fit 3/4 of an SM's shared
  * memory, at as many CTAs an SM as fit there: the rest is room for the
  * next launch's CTAs to enter early. */
-template <int T, int K, class FIX>
+template <int T, int K, bool PAIR, class FIX>
 static bool launch_loop(struct mm_args b, int64_t rows, cudaStream_t s)
 {
     const size_t smem = (size_t)4 * LOOP_STAGES * b.stage, room = cuda_sm_shared_bytes() * 3 / 4;
     if ((size_t)4 * b.stage <= loop_above() || smem > room || smem > 200 * 1024)
         return false;
-    static const bool opted = (cuda_smem_opt_in((const void *)matmul_loop_kernel<T, K, FIX>, 200 * 1024), true);
+    static const bool opted = (cuda_smem_opt_in((const void *)matmul_loop_kernel<T, K, PAIR, FIX>, 200 * 1024), true);
     (void)opted;
     b.tiles = (rows + 3) / 4;
     const int64_t most = (int64_t)(room / smem) * cuda_sm_count();
-    launch(matmul_loop_kernel<T, K, FIX>, dim3((unsigned)(most < b.tiles ? most : b.tiles)), 4 * 32, smem, s, b);
+    launch(matmul_loop_kernel<T, K, PAIR, FIX>, dim3((unsigned)(most < b.tiles ? most : b.tiles)), 4 * 32, smem, s, b);
     return true;
 }
 
@@ -487,31 +491,31 @@ static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigne
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
  * for Q4_K; the 8B Q8_0's tg128 x0.918.) */
-template <int T, int K, int W, int RW, class FIX>
+template <int T, int K, int W, int RW, bool PAIR, class FIX>
 static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
-            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, FIX>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32,
+            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32,
                    4 * (size_t)b.stage, s, b);
             return;
         }
     const dim3 grid((unsigned)((rows / RW + W - 1) / W));
     if constexpr (W == 4 && RW == 1) {
-        if (b.stage && launch_loop<T, K, FIX>(b, rows, s))
+        if (b.stage && launch_loop<T, K, PAIR, FIX>(b, rows, s))
             return;
         static std::atomic<long long> memo{ -1 };
-        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, FIX>, grid.x, W * b.stage, &memo)) {
-            launch(matmul_kernel<T, W, 1, false, K, RW, true, true, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
+        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid.x, W * b.stage, &memo)) {
+            launch(matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
             return;
         }
     }
     if (b.stage)
-        launch(matmul_kernel<T, W, 1, false, K, RW, true, false, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
+        launch(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
     else
-        launch(matmul_kernel<T, W, 1, false, K, RW, false, false, FIX>, grid, W * 32, 0, s, b);
+        launch(matmul_kernel<T, W, 1, false, K, RW, false, false, PAIR, FIX>, grid, W * 32, 0, s, b);
 }
 
 /* One launch of type T over the rows of a.m, with the row length K fixed
@@ -532,14 +536,17 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
         else
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
     } else if (a.q8_out) {
-        launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
+        launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
     } else {
         if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
             if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {
-                launch_step<T, K, W, 2, FIX>(a, rows, s);
+                launch_step<T, K, W, 2, false, FIX>(a, rows, s);
                 return;
             }
-        launch_step<T, K, W, 1, FIX>(a, rows, s);
+        if (a.epi == CUDA_EPI_PAIR)
+            launch_step<T, K, W, 1, true, FIX>(a, rows, s);
+        else
+            launch_step<T, K, W, 1, false, FIX>(a, rows, s);
     }
 }
 
