@@ -164,6 +164,10 @@ static void finish(struct generation *g, const char *why, bool cut)
     g->done = true, g->finish = why, g->t_end = session_now();
 }
 
+/* A generation's step; a greedy one with room for its token evaluates it
+ * as the engine finds it (engine_eval_next: on a GPU the step runs while
+ * the token's text is made here), and forgets it again where it ends the
+ * generation instead (a stop, the token limit). */
 int generation_step(struct generation *g, struct error *e)
 {
     struct slot *s = g->slot;
@@ -174,29 +178,36 @@ int generation_step(struct generation *g, struct error *e)
         return 0;
     }
     int32_t id;
-    if (engine_sample(&s->engine, &g->sampler, &id, e))
+    const bool ahead = sampler_is_greedy(&g->sampler) && (int64_t)s->n_history < s->engine.cfg.n_ctx;
+    if (ahead ? engine_eval_next(&s->engine, &id, e) : engine_sample(&s->engine, &g->sampler, &id, e)) {
+        s->n_history = 0;
+        engine_truncate(&s->engine, 0);
         return -1;
-    g->n_made++;
-    for (int k = 0; k < TOKENIZER_END_IDS; k++)
-        if (id >= 0 && id == g->stop_ids[k]) {
-            finish(g, "stop", false);
-            return 0;
-        }
-    char piece[1024];
-    size_t len = detokenize_push(&g->d, g->tok, id, piece, sizeof piece), from = g->n_text;
-    if (append_text(g, piece, len, e))
-        return -1;
-    if (cut_at_stop(g, from)) {
-        finish(g, "stop", true);
-        return 0;
     }
-    bool room = (int64_t)s->n_history < s->engine.cfg.n_ctx;
-    if (!room || (g->max_tokens >= 0 && g->n_made >= g->max_tokens)) {
-        finish(g, "length", false); /* the last token need not be evaluated */
+    g->n_made++;
+    const char *why = NULL;
+    bool cut = false;
+    for (int k = 0; k < TOKENIZER_END_IDS; k++)
+        if (id >= 0 && id == g->stop_ids[k])
+            why = "stop";
+    if (!why) {
+        char piece[1024];
+        size_t len = detokenize_push(&g->d, g->tok, id, piece, sizeof piece), from = g->n_text;
+        if (append_text(g, piece, len, e))
+            return -1;
+        if ((cut = cut_at_stop(g, from)))
+            why = "stop";
+        else if ((g->max_tokens >= 0 && g->n_made >= g->max_tokens) || (int64_t)s->n_history >= s->engine.cfg.n_ctx)
+            why = "length"; /* (ahead: there was room for it) */
+    }
+    if (why) { /* the last token need not be evaluated: forgotten if it was */
+        if (ahead)
+            engine_truncate(&s->engine, s->engine.n_past - 1);
+        finish(g, why, cut);
         return 0;
     }
     sampler_accept(&g->sampler, id);
-    if (engine_eval(&s->engine, &id, 1, e) || remember(s, &id, 1, e)) {
+    if ((!ahead && engine_eval(&s->engine, &id, 1, e)) || remember(s, &id, 1, e)) {
         s->n_history = 0;
         engine_truncate(&s->engine, 0);
         return -1;

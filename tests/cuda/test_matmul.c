@@ -180,21 +180,17 @@ static bool mixed_pair(enum cuda_epilogue epi)
     return ok;
 }
 
-/* Q, K and V of three types with biases in one launch (Qwen2.5-0.5B's
- * Q4_K_M mix: Q5_0 Q and K, Q8_0 or Q6_K V): each matrix's bits are those
- * of its own launch. */
-static bool mixed_qkv(void)
+/* Q, K and V of three types with biases in one launch, rows of k, nt
+ * columns: each matrix's bits are those of its own launch. */
+static bool mixed_qkv(int64_t k, int64_t nt, const enum tensor_type types[3], const int64_t rows[3])
 {
     struct error e;
-    const int64_t k = 1024, nt = 2;
-    const enum tensor_type types[3] = { TYPE_Q5_0, TYPE_Q6_K, TYPE_F16 };
-    const int64_t rows[3] = { 96, 32, 64 };
     float *x = randoms(k * nt, 1);
     uint8_t *xq = malloc((size_t)(k / 32) * 36 * nt);
     for (int64_t c = 0; c < nt; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * (k / 32) * 36, k);
     void *dxq = up(xq, (size_t)(k / 32) * 36 * nt), *dxf = up(x, (size_t)(k * nt) * 4), *dw[3];
-    float *db[3], *dy[3], *dalone = up(NULL, (size_t)(96 * nt) * 4);
+    float *db[3], *dy[3], *dalone = up(NULL, (size_t)(rows[0] * nt) * 4);
     struct cuda_matrix m[3];
     for (int i = 0; i < 3; i++) {
         size_t wb = type_bytes(types[i], (uint64_t)(k * rows[i]));
@@ -404,7 +400,12 @@ void test_matmul_matches_the_reference(void)
     if (!matmul_case(TYPE_Q6_K, 12288, 3170, 1, &worst) || !matmul_case(TYPE_Q5_K, 12288, 3170, 1, &worst))
         return;
     printf("    Q6_K, Q5_K rows of 12288 (the loop launch): bit-equal as well\n");
-    if (!mixed_pair(CUDA_EPI_PAIR) || !mixed_pair(CUDA_EPI_PAIR_GELU) || !mixed_qkv())
+    static const enum tensor_type qkv8b[3] = { TYPE_Q4_K, TYPE_Q4_K, TYPE_Q6_K }, qkv05[3] = { TYPE_Q5_0, TYPE_Q6_K, TYPE_F16 };
+    static const int64_t rows8b[3] = { 4096, 1024, 1024 }, rows05[3] = { 96, 32, 64 };
+    /* Qwen2.5-0.5B's Q4_K_M mix (Q5_0 Q and K, Q8_0 or Q6_K V; and an F16
+     * V), Qwen3-8B's (Q4_K Q and K, a Q6_K V) */
+    if (!mixed_pair(CUDA_EPI_PAIR) || !mixed_pair(CUDA_EPI_PAIR_GELU) || !mixed_qkv(1024, 2, qkv05, rows05) ||
+        !mixed_qkv(4096, 1, qkv8b, rows8b))
         return;
     struct error e;
     CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
