@@ -88,6 +88,13 @@ mkdir -p "$out" "$tmp" /tmp/gpu-models
 : >"$out/runs.jsonl"
 rows=()
 row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
+# a sanitizer run's row: its summary line, FAILED where the run itself did not end cleanly (a tool's clean
+# summary of a run that died is no pass)
+sanitized() {
+    local sum
+    sum=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$1" | tail -1 | sed 's/========= //')
+    if [ "$2" = 0 ]; then echo "$sum"; else echo "FAILED (rc=$2): ${sum:-no summary}"; fi
+}
 needed=(build/minfer) # only what the stages run, so an A/B call has room for other builds in its carry
 want tests && needed+=(build/minfer-cuda-tests)
 { want bench || want big || want profile; } && needed+=(build/minfer-gpu-bench)
@@ -117,7 +124,7 @@ if want sanitize; then
         rc=$?
         { echo "== $tool (rc=$rc)"; cat "$tmp/sanitize-$tool.txt"; } >>"$out/sanitize.txt"
         row "compute-sanitizer $tool (decode, 0.5B shape)" \
-            "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/sanitize-$tool.txt" | tail -1 | sed 's/========= //') rc=$rc"
+            "$(sanitized "$tmp/sanitize-$tool.txt" "$rc")"
     done
     cat README.md docs/*.md | head -c 700 >"$tmp/long-prompt.txt" # a synthetic vocabulary: a token a byte
     memcheck_prompt() { # label, model: memcheck over a 700-token prompt in chunks of 256, then decode
@@ -126,7 +133,7 @@ if want sanitize; then
         local rc=$?
         { echo "== memcheck $1 (rc=$rc)"; tail -20 "$tmp/sanitize-prompt.txt"; } >>"$out/sanitize.txt"
         row "compute-sanitizer memcheck ($1)" \
-            "$(grep -E 'ERROR SUMMARY' "$tmp/sanitize-prompt.txt" | tail -1 | sed 's/========= //') rc=$rc"
+            "$(sanitized "$tmp/sanitize-prompt.txt" "$rc")"
     }
     memcheck_prompt "Gemma 3 270M shape" "$(synth gemma3-270m q4_k_m)" # past its 512-token window
     memcheck_prompt "0.5B shape, F16" "$(synth qwen2.5-0.5b f16)"       # the prompt's matmuls on the bf16 tensor cores (mmf.cu)
@@ -135,7 +142,7 @@ if want sanitize; then
         rc=$?
         { echo "== $tool wgmma (rc=$rc)"; tail -6 "$tmp/sanitize-wgmma.txt"; } >>"$out/sanitize.txt"
         row "compute-sanitizer $tool (wgmma prompt matmuls)" \
-            "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/sanitize-wgmma.txt" | tail -1 | sed 's/========= //') rc=$rc"
+            "$(sanitized "$tmp/sanitize-wgmma.txt" "$rc")"
     done
 fi
 
