@@ -210,13 +210,21 @@ static int eval_batch(struct engine *en, const int32_t *tokens, int64_t nt, floa
     return 0;
 }
 
+/* Whether n more tokens fit the context; if not, e names both. */
+static int room_for(const struct engine *en, int64_t n, struct error *e)
+{
+    if (en->n_past + n > en->cfg.n_ctx)
+        return fail(e, "context overflow: %lld tokens in the cache plus %lld new exceed the context of %lld",
+                    (long long)en->n_past, (long long)n, (long long)en->cfg.n_ctx);
+    return 0;
+}
+
 static int eval(struct engine *en, const int32_t *tokens, int64_t n, float *out, struct error *e)
 {
     if (n <= 0)
         return fail(e, "no tokens to evaluate");
-    if (en->n_past + n > en->cfg.n_ctx)
-        return fail(e, "context overflow: %lld tokens in the cache plus %lld new exceed the context of %lld",
-                    (long long)en->n_past, (long long)n, (long long)en->cfg.n_ctx);
+    if (room_for(en, n, e))
+        return -1;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= en->n_vocab)
             return fail(e, "token id %d at position %lld is outside the vocabulary of %lld", tokens[i],
@@ -270,9 +278,8 @@ int engine_eval_next(struct engine *en, int32_t *out, struct error *e)
         return engine_argmax(en, out, e) || eval(en, out, 1, NULL, e);
     if (en->last < 0)
         return fail(e, "argmax before any token was evaluated");
-    if (en->n_past + 1 > en->cfg.n_ctx)
-        return fail(e, "context overflow: %lld tokens in the cache plus 1 new exceed the context of %lld",
-                    (long long)en->n_past, (long long)en->cfg.n_ctx);
+    if (room_for(en, 1, e))
+        return -1;
     int s;
     const struct graph *from = &en->graphs[en->last].g;
     if (graph_for(en, 1, 1, &s, e))

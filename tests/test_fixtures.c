@@ -140,6 +140,13 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
         cr_assert_eq(next, want_greedy[i], "engine_eval_next: greedy token %d is %d, transformers chose %d", i, next,
                      want_greedy[i]);
     }
+    while (en.n_past < en.cfg.n_ctx) { /* then up to the context, and past it: an error, not a clamp */
+        int32_t next;
+        cr_assert_eq(engine_eval_next(&en, &next, &e), 0, "%s", e.msg);
+    }
+    int32_t past;
+    cr_assert_neq(engine_eval_next(&en, &past, &e), 0, "a greedy step past the context of %lld ran", (long long)en.cfg.n_ctx);
+    cr_assert(strstr(e.msg, "context overflow"), "%s", e.msg);
     /* the same tokens as batches of 8 and 16 give the very same bits */
     for (int b = 8; b <= 16; b += 8) {
         engine_truncate(&en, 0);
@@ -152,6 +159,9 @@ ParameterizedTest(struct fixture *f, fixtures, transformers_logits_and_greedy_to
     cfg.n_batch = 6;
     cfg.logits_all = true;
     cr_assert_eq(engine_init(&en, &m, &cfg, &e), 0, "%s", e.msg);
+    int32_t none;
+    cr_assert_neq(engine_eval_next(&en, &none, &e), 0, "a greedy step before any token ran");
+    cr_assert(strstr(e.msg, "before any token was evaluated"), "%s", e.msg);
     static float all[N_TOKENS][N_VOCAB];
     cr_assert_eq(engine_eval_logits(&en, tokens, N_TOKENS, &all[0][0], &e), 0, "%s", e.msg);
     for (int t = 0; t < N_TOKENS; t++)
