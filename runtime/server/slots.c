@@ -85,6 +85,15 @@ void slot_release(struct slot_pool *p, struct slot *s)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* After a failed evaluation what the cache holds is no longer known: the
+ * slot starts over (-1, for the caller's error). */
+static int forget_cache(struct slot *s)
+{
+    s->n_history = 0;
+    engine_truncate(&s->engine, 0);
+    return -1;
+}
+
 static int remember(struct slot *s, const int32_t *ids, size_t n, struct error *e)
 {
     return tokens_append(&s->history, &s->n_history, &s->cap_history, ids, n, e);
@@ -108,9 +117,7 @@ int generation_start(struct generation *g, struct slot *s, const struct tokenize
         sampler_accept(&g->sampler, tokens[i]);
     g->n_prompt = (int64_t)n, g->n_cached = (int64_t)keep;
     if (engine_eval(&s->engine, tokens + keep, (int64_t)(n - keep), e) || remember(s, tokens + keep, n - keep, e)) {
-        s->n_history = 0; /* what the cache holds is no longer known */
-        engine_truncate(&s->engine, 0);
-        return -1;
+        return forget_cache(s);
     }
     g->t_prompt = session_now();
     return 0;
@@ -180,9 +187,7 @@ int generation_step(struct generation *g, struct error *e)
     int32_t id;
     const bool ahead = sampler_is_greedy(&g->sampler) && (int64_t)s->n_history < s->engine.cfg.n_ctx;
     if (ahead ? engine_eval_next(&s->engine, &id, e) : engine_sample(&s->engine, &g->sampler, &id, e)) {
-        s->n_history = 0;
-        engine_truncate(&s->engine, 0);
-        return -1;
+        return forget_cache(s);
     }
     g->n_made++;
     const char *why = NULL;
@@ -208,9 +213,7 @@ int generation_step(struct generation *g, struct error *e)
     }
     sampler_accept(&g->sampler, id);
     if ((!ahead && engine_eval(&s->engine, &id, 1, e)) || remember(s, &id, 1, e)) {
-        s->n_history = 0;
-        engine_truncate(&s->engine, 0);
-        return -1;
+        return forget_cache(s);
     }
     return 0;
 }
