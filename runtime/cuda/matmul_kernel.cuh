@@ -215,10 +215,14 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
 {
     const struct mm_mat &m = a.m[mi];
     const int lane = threadIdx.x % 32;
-    float sums[2][NC];
-    for (int c = 0; c < NC; c++)
-        sums[0][c] = sums[1][c] = 0;
-    const uint8_t *const rows[2] = { w0, a.epi == CUDA_EPI_PAIR ? up : RW == 2 ? w0 + m.row_bytes : nullptr };
+    constexpr int NR = PAIR && RW == 2 ? 4 : 2; /* a pair's two rows of gate, then its two of up */
+    float sums[NR][NC];
+    for (int q = 0; q < NR; q++)
+        for (int c = 0; c < NC; c++)
+            sums[q][c] = 0;
+    const uint8_t *rows[NR] = { w0, a.epi == CUDA_EPI_PAIR ? up : RW == 2 ? w0 + m.row_bytes : nullptr };
+    if constexpr (NR == 4)
+        rows[1] = w0 + m.row_bytes, rows[2] = up, rows[3] = up + a.m[1].row_bytes;
     if constexpr (T == TYPE_MIXED && FIX::fixed) { /* each matrix's type a compile-time constant */
         if (a.epi == CUDA_EPI_PAIR) {
             row_sums_if<FIX::t0, NC, K>(rows[0], xq, xf, a.k, nc, &sums[0]);
@@ -234,6 +238,8 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
         row_sums_of<NC, K>(m.type, rows[0], xq, xf, a.k, nc, &sums[0]);
         if (a.epi == CUDA_EPI_PAIR)
             row_sums_of<NC, K>(a.m[1].type, rows[1], xq, xf, a.k, nc, &sums[1]);
+    } else if constexpr (NR == 4) {
+        row_sums<T, NC, K, 4>(rows, xq, xf, a.k, nc, sums);
     } else if constexpr (Q8 || RW == 2 || PAIR) { /* a pair's gate and up rows, or a warp's two rows, share each activation load */
         row_sums<T, NC, K, 2>(rows, xq, xf, a.k, nc, sums);
     } else {
@@ -253,8 +259,8 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
                 const size_t at = (size_t)(c0 + c) * (size_t)m.n + (size_t)(r + rr);
                 if (a.epi == CUDA_EPI_ADD)
                     x = __fadd_rn(x, a.res[at]);
-                if (RW == 1 && a.epi == CUDA_EPI_PAIR)
-                    x = __fmul_rn(a.glu == GLU_GELU ? gelu(x) : silu(x), warp_sum(sums[1][c]));
+                if ((RW == 1 || NR == 4) && a.epi == CUDA_EPI_PAIR)
+                    x = __fmul_rn(a.glu == GLU_GELU ? gelu(x) : silu(x), warp_sum(sums[NR == 4 ? 2 + rr : 1][c]));
                 v[c] = x;
                 if (lane == 0)
                     m.y[at] = x;
@@ -438,6 +444,19 @@ static bool launch_loop(struct mm_args b, int64_t rows, cudaStream_t s)
     return true;
 }
 
+/* Whether a row of k gives each lane of its warp at most one group of
+ * blocks (row_sums): then the warp's fixed costs (its stage's wait, the
+ * butterflies, the gate) outweigh its dot products, and a decode pair
+ * takes two rows of gate and two of up a warp. The 0.5B's Q5_0 pair (rows
+ * of 896: 28 blocks) x1.019 in tg128; the 8B's Q4_K pair (rows of 4096:
+ * two groups a lane) lost (x0.94: 17.6 -> 18.3 us, fewer warps in flight). */
+template <int T>
+static inline bool short_rows(int64_t k)
+{
+    constexpr int G = T == TYPE_Q6_K ? 4 : T == TYPE_Q4_K || T == TYPE_Q5_K ? 2 : 1;
+    return k <= (int64_t)32 * QK8 * G;
+}
+
 static inline bool even_rows(const struct mm_args &a)
 {
     for (int i = 0; i < a.n_mat; i++)
@@ -541,6 +560,11 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
         if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
             if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {
                 launch_step<T, K, W, 2, false, FIX>(a, rows, s);
+                return;
+            }
+        if constexpr (T != TYPE_MIXED && W == 4 && T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16)
+            if (a.epi == CUDA_EPI_PAIR && short_rows<T>(a.k) && even_rows(a)) {
+                launch_step<T, K, W, 2, true, FIX>(a, rows, s);
                 return;
             }
         if (a.epi == CUDA_EPI_PAIR)
