@@ -12,7 +12,7 @@
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay),
-#           racecheck on the argmax tests,
+#           racecheck on the argmax kernel's test,
 #           and memcheck on a Gemma 3 270M-shaped one past its window and on
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table, the small kernels' table
@@ -121,7 +121,7 @@ if want sanitize; then
     : >"$out/sanitize.txt"
     # racecheck samples (--temp 0.8): its host memory grew ~20 GB a step of greedy decoding fed on the device
     # (111 GB after 4 tokens on the 128 GB machine, the run killed for memory at 5; the same with the argmax
-    # kernel excluded), ~1 GB a sampled one. Sampling runs every decode kernel but the argmax, which the
+    # kernel excluded); a sampled run held 27.5 GB after 6 tokens. Sampling runs every decode kernel but the argmax, which the
     # racecheck of its kernel test runs (the test of the fed steps, backend_feeds_greedy_tokens, did not
     # end under racecheck within the ~6 minutes a call had left: not run here).
     for tool in memcheck racecheck initcheck; do
