@@ -1,6 +1,6 @@
 -- configure.lua: writes build.ninja from build.ninja.in for this machine.
 -- usage: lua5.4 configure.lua [--no-cuda] [--cuda-arch=89,90] [--debug]
---                              [--sanitize=address,undefined] [--builddir=DIR]
+--                              [--sanitize=address,undefined|thread] [--builddir=DIR]
 -- Finds nvcc, Lua 5.4, re2c and Criterion; a missing requirement is one line
 -- naming the Debian package that provides it.
 
@@ -18,14 +18,17 @@ local function parse_args(args)
     elseif a == "--debug" then opts.debug = true
     elseif a == "--help" or a == "-h" then
       print("usage: lua5.4 configure.lua [--no-cuda] [--cuda-arch=89,90] [--debug] " ..
-            "[--sanitize=address,undefined] [--builddir=DIR] [--model=PRESET[:MIX]|FILE.gguf ...]")
+            "[--sanitize=address,undefined|thread] [--builddir=DIR] [--model=PRESET[:MIX]|FILE.gguf ...]")
       os.exit(0)
     elseif k == "cuda-arch" then
       if not v:match("^%d+[%d,]*$") then die("--cuda-arch wants numbers like 89,90, got '" .. v .. "'") end
       opts.cuda_arch = v
     elseif k == "sanitize" then
-      for s in v:gmatch("[^,]+") do
-        if s ~= "address" and s ~= "undefined" then die("--sanitize accepts address,undefined, got '" .. s .. "'") end
+      -- thread (ThreadSanitizer, for the server's threads) runs alone: it and ASan exclude each other
+      if v ~= "thread" then
+        for s in v:gmatch("[^,]+") do
+          if s ~= "address" and s ~= "undefined" then die("--sanitize accepts address,undefined or thread, got '" .. s .. "'") end
+        end
       end
       opts.sanitize = v
     elseif k == "model" then

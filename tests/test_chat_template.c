@@ -68,7 +68,9 @@ Test(chat_template, llama3_headers_are_recognized)
     char buf[256];
     cr_assert_eq(chat_message(&t, "user", "Hi!", buf, sizeof buf), 0);
     cr_assert_str_eq(buf, "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
-    cr_assert_str_eq(chat_reply_prefix(&t), "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    cr_assert_eq(chat_reply_prefix(&t, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    cr_assert_eq(chat_reply_prefix(&t, buf, 10), -1, "a prefix that does not fit");
     cr_assert_str_eq(chat_end_of_turn(&t), "<|eot_id|>");
     gguf_free(&g);
 }
@@ -89,7 +91,8 @@ Test(chat_template, gemma_turns_are_recognized)
     cr_assert_str_eq(buf, "<start_of_turn>user\nHi!<end_of_turn>\n");
     cr_assert_eq(chat_message(&t, "assistant", "Hello.", buf, sizeof buf), 0);
     cr_assert_str_eq(buf, "<start_of_turn>model\nHello.<end_of_turn>\n");
-    cr_assert_str_eq(chat_reply_prefix(&t), "<start_of_turn>model\n");
+    cr_assert_eq(chat_reply_prefix(&t, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "<start_of_turn>model\n");
     cr_assert_str_eq(chat_end_of_turn(&t), "<end_of_turn>");
     cr_assert_str_eq(t.default_system, "");
     gguf_free(&g);

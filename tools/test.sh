@@ -6,6 +6,7 @@
 #      llama.cpp's recorded answers, and Gemma 3's tokenizer against llama.cpp's
 #      ids (tools/fetch-model.sh downloads each model once);
 #   3. an ASan+UBSan build of the Criterion suite;
+#   3b. the server's cases (tests/ref/server_check.py) on a ThreadSanitizer build;
 #   4. the libFuzzer targets under ASan+UBSan: the GGUF reader (and the
 #      tokenizer from its metadata) for 60 seconds, the server's request
 #      parser and reply builders for 30.
@@ -58,6 +59,23 @@ else
 fi
 
 dir=build-asan suite sanitized --builddir=build-asan --no-cuda --debug --sanitize=address,undefined
+
+# The server's threads under ThreadSanitizer: each of its cases, the first
+# race reported ending the server (and so failing the case).
+echo "== server under ThreadSanitizer"
+if lua5.4 configure.lua --builddir=build-tsan --no-cuda --sanitize=thread >/dev/null &&
+    ninja -C build-tsan minfer demo-q4_k_m.gguf >"$log/tsan.build" 2>&1; then
+    for case in $(python3 tests/ref/server_check.py --cases); do
+        if (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 SERVER_CHECK_SANITIZER=thread \
+            python3 -u ../tests/ref/server_check.py "$case" ./minfer ./demo-q4_k_m.gguf) >"$log/tsan.$case" 2>&1; then
+            passed=$((passed + 1)); echo "[PASS] $case"
+        else
+            failed=$((failed + 1)); cat "$log/tsan.$case"; echo "[FAIL] $case"
+        fi
+    done
+else
+    cat "$log/tsan.build"; echo "test.sh: the ThreadSanitizer build failed"; failed=$((failed + 1))
+fi
 
 fuzz() { # target, corpus folder, seconds
     echo "== fuzz $1 ($3 s)"

@@ -111,11 +111,9 @@ static int chat_turn(struct session *s, const struct session_options *o, const s
     free(joined);
     if (!rc) {
         len = strlen(text);
-        snprintf(text + len, n - len, "%s", chat_reply_prefix(t));
-        rc = session_feed(s, o, text, e);
-    } else {
-        rc = fail(e, "the message does not fit its buffer");
+        rc = chat_reply_prefix(t, text + len, n - len);
     }
+    rc = rc ? fail(e, "the message does not fit its buffer") : session_feed(s, o, text, e);
     free(text);
     int64_t made;
     if (!rc)

@@ -80,8 +80,9 @@ static inline __attribute__((always_inline)) void cpu_dot_block(const float *w, 
 }
 
 /* Runs on the best vector unit the processor has, chosen when the program
- * starts (the bits do not depend on the choice). */
-#if defined(__x86_64__) && !defined(__clang__)
+ * starts (the bits do not depend on the choice). Not under ThreadSanitizer,
+ * which instruments the choosing functions, and they run before it starts. */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CPU_SIMD __attribute__((target_clones("avx2", "default")))
 #else
 #define CPU_SIMD

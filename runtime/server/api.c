@@ -237,12 +237,12 @@ static int parse_messages(const cJSON *root, const struct chat_template *t, stru
     }
     free(system);
     if (!rc) {
-        const char *prefix = chat_reply_prefix(t);
-        char *p = realloc(text, len + strlen(prefix) + 1);
+        char prefix[128];
+        char *p = chat_reply_prefix(t, prefix, sizeof prefix) ? NULL : realloc(text, len + strlen(prefix) + 1);
         if (p)
             strcpy(p + len, prefix), text = p;
         else
-            rc = (api_fail(err, 500, "server_error", NULL, NULL, "out of memory"), -1);
+            rc = (api_fail(err, 500, "server_error", NULL, NULL, "out of memory for the reply's prefix"), -1);
     }
     if (rc)
         free(text);

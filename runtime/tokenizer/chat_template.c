@@ -27,11 +27,10 @@ const char *chat_end_of_turn(const struct chat_template *t) { return formats[t->
 const char *chat_after_turn(const struct chat_template *t) { return formats[t->format].after; }
 bool chat_system_turn(const struct chat_template *t) { return formats[t->format].system_turn; }
 
-const char *chat_reply_prefix(const struct chat_template *t)
+int chat_reply_prefix(const struct chat_template *t, char *buf, size_t n)
 {
-    static char buf[N_FORMATS][64];
-    snprintf(buf[t->format], sizeof buf[0], formats[t->format].open, formats[t->format].assistant);
-    return buf[t->format];
+    int w = snprintf(buf, n, formats[t->format].open, formats[t->format].assistant);
+    return w >= 0 && (size_t)w < n ? 0 : -1;
 }
 
 int chat_message(const struct chat_template *t, const char *role, const char *content, char *buf, size_t n)

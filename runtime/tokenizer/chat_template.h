@@ -28,9 +28,10 @@ int chat_template_detect(const struct gguf *g, const char *forced, struct chat_t
  * buf (size n); -1 when it does not fit. */
 int chat_message(const struct chat_template *t, const char *role, const char *content, char *buf, size_t n);
 
-/* The text that opens the assistant's reply; the model ends it with
- * chat_end_of_turn(), after which the context gets chat_after_turn(). */
-const char *chat_reply_prefix(const struct chat_template *t);
+/* The text that opens the assistant's reply, into buf (size n; -1 when it
+ * does not fit); the model ends the reply with chat_end_of_turn(), after
+ * which the context gets chat_after_turn(). */
+int chat_reply_prefix(const struct chat_template *t, char *buf, size_t n);
 const char *chat_end_of_turn(const struct chat_template *t);
 const char *chat_after_turn(const struct chat_template *t);
 
