@@ -51,7 +51,7 @@ extern "C" bool cuda_stage_enabled(void)
     return decided_once(&on, 9, -1, "MINFER_NO_STAGE");
 }
 
-/* Staged decode matmuls whose CTAs also ask L2 for the rows of the CTA one
+/* Decode matmuls whose CTAs also ask L2 for the rows of the CTA one
  * wave after them (matmul_kernel.cuh): on sm_90 and later with
  * MINFER_MM_AHEAD=1 (an experiment, off until measured). */
 extern "C" bool cuda_ahead_enabled(void)

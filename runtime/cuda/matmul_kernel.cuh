@@ -325,8 +325,14 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
             find_row<FIX>(a, ((int64_t)(blockIdx.x + a.ahead) * WARPS + warp) * RW, &mj, &rj))
             stage_prefetch<RW>(a, mj, rj);
     } else if (!STAGE && live && blockIdx.y == 0) {
+        int mj;
+        int64_t rj;
         for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++)
             prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, RW * a.m[mi + p].row_bytes);
+        if (a.ahead && blockIdx.x + a.ahead < gridDim.x &&
+            find_row<FIX>(a, ((int64_t)(blockIdx.x + a.ahead) * WARPS + warp) * RW, &mj, &rj))
+            for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++)
+                prefetch_l2(a.m[mj + p].w + (size_t)rj * a.m[mj + p].row_bytes, RW * a.m[mj + p].row_bytes);
     }
     grid_begin();
     const int64_t k = K > 0 ? K : a.k;
@@ -534,12 +540,11 @@ static inline bool full_pays(int64_t ctas, unsigned smem)
     return per_sm < 8 && 8 * (size_t)smem <= 200 * 1024 && ctas > (int64_t)per_sm * cuda_sm_count();
 }
 
-/* The staged launch of KERN with grid and smem bytes a CTA, each CTA
- * asking L2 ahead for the rows of the CTA one wave after it where the
- * launch runs in waves and cuda_ahead_enabled (b.ahead: the CTAs the SMs
- * hold at once). */
+/* A decode launch of KERN with grid and smem bytes a CTA, each CTA asking
+ * L2 ahead for the rows of the CTA one wave after it where the launch runs
+ * in waves and cuda_ahead_enabled (b.ahead: the CTAs the SMs hold at once). */
 template <void (*KERN)(struct mm_args)>
-static inline void launch_staged(struct mm_args b, dim3 grid, int threads, size_t smem, cudaStream_t s)
+static inline void launch_ahead(struct mm_args b, dim3 grid, int threads, size_t smem, cudaStream_t s)
 {
     b.ahead = 0;
     if (cuda_ahead_enabled()) {
@@ -560,7 +565,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
     b.stage = stage_bytes(a, RW, W);
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
-            launch_staged<matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>>(
+            launch_ahead<matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>>(
                 b, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32, 4 * (size_t)b.stage, s);
             return;
         }
@@ -569,14 +574,14 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
         if (b.stage && launch_loop<T, K, PAIR, FIX>(b, rows, s))
             return;
         if (b.stage && full_pays<matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>>(grid.x, W * b.stage)) {
-            launch_staged<matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>>(b, grid, W * 32, (size_t)W * b.stage, s);
+            launch_ahead<matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>>(b, grid, W * 32, (size_t)W * b.stage, s);
             return;
         }
     }
     if (b.stage)
-        launch_staged<matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>>(b, grid, W * 32, (size_t)W * b.stage, s);
+        launch_ahead<matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>>(b, grid, W * 32, (size_t)W * b.stage, s);
     else
-        launch(matmul_kernel<T, W, 1, false, K, RW, false, false, PAIR, FIX>, grid, W * 32, 0, s, b);
+        launch_ahead<matmul_kernel<T, W, 1, false, K, RW, false, false, PAIR, FIX>>(b, grid, W * 32, 0, s);
 }
 
 /* One launch of type T over the rows of a.m, with the row length K fixed
@@ -597,7 +602,7 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
         else
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
     } else if (a.q8_out) {
-        launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
+        launch_ahead<matmul_kernel<T, 4, 1, true, K, 1, false, false, false, FIX>>(a, dim3((unsigned)(rows / 4)), 4 * 32, 0, s);
     } else {
         if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
             if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {
