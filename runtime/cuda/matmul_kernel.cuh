@@ -40,7 +40,7 @@ struct mm_args {
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
-    int64_t ahead;     /* a staged launch: CTAs resident at once, whose rows each CTA asks L2 for ahead (0: none) */
+    int64_t ahead;     /* a decode launch: CTAs resident at once, whose rows each CTA asks L2 for ahead (0: none) */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
 };
 
@@ -205,15 +205,29 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
         bulk_copy(mine + at, a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, rows * (unsigned)a.m[mi + p].row_bytes, bar);
 }
 
-/* One thread: asks L2 for the RW rows from r of set mi (and then the
- * pair's up rows), for the warp of a later wave that will stage them. */
-template <int RW>
-__device__ static inline void stage_prefetch(const struct mm_args &a, int mi, int64_t r)
+/* The first row (set *mi, row *rr) of this warp's successor one wave
+ * later (a.ahead CTAs on), so its rows can be asked into L2 while this
+ * wave computes and leaves; false where there is none. */
+template <class FIX, int WARPS, int RW>
+__device__ static inline bool successor_row(const struct mm_args &a, int warp, int *mi, int64_t *rr)
 {
-    const int n_w = a.epi == CUDA_EPI_PAIR ? 2 : 1;
+    return a.ahead && blockIdx.x + a.ahead < gridDim.x &&
+           find_row<FIX>(a, ((int64_t)(blockIdx.x + a.ahead) * WARPS + warp) * RW, mi, rr);
+}
+
+/* Asks L2 for the RW rows from r of set mi (and then the pair's up rows):
+ * one thread by the TMA unit (BULK), else the warp's lanes a line each. */
+template <int RW, bool BULK>
+__device__ static inline void rows_prefetch(const struct mm_args &a, int mi, int64_t r)
+{
     const unsigned rows = (unsigned)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r);
-    for (int p = 0; p < n_w; p++)
-        bulk_prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, rows * (unsigned)a.m[mi + p].row_bytes);
+    for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++) {
+        const uint8_t *at = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
+        if (BULK)
+            bulk_prefetch_l2(at, rows * (unsigned)a.m[mi + p].row_bytes);
+        else
+            prefetch_l2(at, rows * a.m[mi + p].row_bytes);
+    }
 }
 
 /* The warp's RW rows from r of set mi against columns c0.. (nc of them;
@@ -317,23 +331,13 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
         bulk_init(&staged_bar[warp]);
         stage_ask<RW>(a, mi, r, mine, &staged_bar[warp]);
-        /* the rows of this warp's successor a wave later, so DRAM keeps
-         * streaming while this wave computes and leaves */
-        int mj;
-        int64_t rj;
-        if (a.ahead && blockIdx.x + a.ahead < gridDim.x &&
-            find_row<FIX>(a, ((int64_t)(blockIdx.x + a.ahead) * WARPS + warp) * RW, &mj, &rj))
-            stage_prefetch<RW>(a, mj, rj);
     } else if (!STAGE && live && blockIdx.y == 0) {
-        int mj;
-        int64_t rj;
-        for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++)
-            prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, RW * a.m[mi + p].row_bytes);
-        if (a.ahead && blockIdx.x + a.ahead < gridDim.x &&
-            find_row<FIX>(a, ((int64_t)(blockIdx.x + a.ahead) * WARPS + warp) * RW, &mj, &rj))
-            for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++)
-                prefetch_l2(a.m[mj + p].w + (size_t)rj * a.m[mj + p].row_bytes, RW * a.m[mj + p].row_bytes);
+        rows_prefetch<RW, false>(a, mi, r);
     }
+    int mj;
+    int64_t rj;
+    if (live && (!STAGE || lane == 0) && successor_row<FIX, WARPS, RW>(a, warp, &mj, &rj))
+        rows_prefetch<RW, STAGE>(a, mj, rj);
     grid_begin();
     const int64_t k = K > 0 ? K : a.k;
     const uint8_t *xq = a.xq + (size_t)c0 * (size_t)(k / QK8) * 36;
