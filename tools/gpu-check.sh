@@ -114,9 +114,6 @@ synth() { # preset type: makes /tmp/gpu-models/<preset>-<type>.gguf once
 if want tests; then
     (cd build && ./minfer-cuda-tests) 2>&1 | tee "$out/cuda-tests.txt"
     row "CUDA tests" "$(tail -1 "$out/cuda-tests.txt")"
-    # the experiment switch MINFER_MM_AHEAD=1 (staged CTAs ask L2 for the next wave's rows): the matmul tests with it
-    (cd build && MINFER_MM_AHEAD=1 ./minfer-cuda-tests matmul) 2>&1 | tee "$out/cuda-tests-ahead.txt"
-    row "CUDA matmul tests, MINFER_MM_AHEAD=1" "$(tail -1 "$out/cuda-tests-ahead.txt")"
 fi
 
 if want sanitize; then

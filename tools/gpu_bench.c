@@ -314,7 +314,9 @@ int main(int argc, char **argv)
                    { TYPE_Q6_K, 12288, 4096, "Q6_K (ffn_down)", 0 },
                    { TYPE_Q6_K, 4096, 151936, "Q6_K (output)", 0 },
                    { TYPE_Q8_0, 4096, 4096, "Q8_0", 0 },
-                   { TYPE_Q8_0, 4096, 12288, "Q8_0 gate + up pair, Q8_1 out", 1 } };
+                   { TYPE_Q8_0, 4096, 12288, "Q8_0 gate + up pair, Q8_1 out", 1 },
+                   { TYPE_Q8_0, 12288, 4096, "Q8_0 (ffn_down)", 0 },
+                   { TYPE_Q8_0, 4096, 151936, "Q8_0 (output)", 0 } };
     struct rng r;
     rng_seed(&r, 1);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

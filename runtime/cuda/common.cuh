@@ -33,7 +33,6 @@
  * (for measurements), launches serialize as plain ones do. */
 extern "C" bool cuda_pdl_enabled(void); /* device.cu */
 extern "C" bool cuda_stage_enabled(void);    /* device.cu: decode weights staged by bulk copies (sm_90) */
-extern "C" bool cuda_ahead_enabled(void);    /* device.cu: staged CTAs ask L2 for the next wave's rows (sm_90) */
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
 extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
@@ -55,15 +54,6 @@ __device__ static inline void prefetch_l2(const uint8_t *p, size_t n)
     const uintptr_t first = (uintptr_t)p & ~(uintptr_t)127, end = (uintptr_t)p + n;
     for (uintptr_t at = first + 128 * (threadIdx.x % 32); at < end; at += 128 * 32)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-}
-
-/* The TMA unit asks L2 for the bytes [p, p + n) (16-byte aligned, n a
- * multiple of 16); nothing waits for them. */
-__device__ static inline void bulk_prefetch_l2(const void *p, unsigned n)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
-#endif
 }
 
 /* Four 8 x 8 matrices of 16-bit pairs from shared memory (the tensor-core

@@ -51,21 +51,6 @@ extern "C" bool cuda_stage_enabled(void)
     return decided_once(&on, 9, -1, "MINFER_NO_STAGE");
 }
 
-/* Decode matmuls whose CTAs also ask L2 for the rows of the CTA one
- * wave after them (matmul_kernel.cuh): on sm_90 and later with
- * MINFER_MM_AHEAD=1 (an experiment, off until measured). */
-extern "C" bool cuda_ahead_enabled(void)
-{
-    static std::atomic<int> on{ -1 };
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *yes = getenv("MINFER_MM_AHEAD");
-        v = yes && strcmp(yes, "1") == 0 && cuda_stage_enabled();
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v != 0;
-}
-
 /* The multiprocessors of device 0 (0 when unknown): launches that size
  * their tiles to fill the GPU ask. Decided once per process. */
 extern "C" int cuda_sm_count(void)

@@ -40,7 +40,6 @@ struct mm_args {
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
-    int64_t ahead;     /* a decode launch: CTAs resident at once, whose rows each CTA asks L2 for ahead (0: none) */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
 };
 
@@ -205,31 +204,6 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
         bulk_copy(mine + at, a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, rows * (unsigned)a.m[mi + p].row_bytes, bar);
 }
 
-/* The first row (set *mi, row *rr) of this warp's successor one wave
- * later (a.ahead CTAs on), so its rows can be asked into L2 while this
- * wave computes and leaves; false where there is none. */
-template <class FIX, int WARPS, int RW>
-__device__ static inline bool successor_row(const struct mm_args &a, int warp, int *mi, int64_t *rr)
-{
-    return a.ahead && blockIdx.x + a.ahead < gridDim.x &&
-           find_row<FIX>(a, ((int64_t)(blockIdx.x + a.ahead) * WARPS + warp) * RW, mi, rr);
-}
-
-/* Asks L2 for the RW rows from r of set mi (and then the pair's up rows):
- * one thread by the TMA unit (BULK), else the warp's lanes a line each. */
-template <int RW, bool BULK>
-__device__ static inline void rows_prefetch(const struct mm_args &a, int mi, int64_t r)
-{
-    const unsigned rows = (unsigned)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r);
-    for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++) {
-        const uint8_t *at = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
-        if (BULK)
-            bulk_prefetch_l2(at, rows * (unsigned)a.m[mi + p].row_bytes);
-        else
-            prefetch_l2(at, rows * a.m[mi + p].row_bytes);
-    }
-}
-
 /* The warp's RW rows from r of set mi against columns c0.. (nc of them;
  * xq and xf at column c0): the weights at w0 (staged, or in global
  * memory), the pair's up rows at up; each row's sum, plus its bias, plus
@@ -332,12 +306,9 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
         bulk_init(&staged_bar[warp]);
         stage_ask<RW>(a, mi, r, mine, &staged_bar[warp]);
     } else if (!STAGE && live && blockIdx.y == 0) {
-        rows_prefetch<RW, false>(a, mi, r);
+        for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++)
+            prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, RW * a.m[mi + p].row_bytes);
     }
-    int mj;
-    int64_t rj;
-    if (live && (!STAGE || lane == 0) && successor_row<FIX, WARPS, RW>(a, warp, &mj, &rj))
-        rows_prefetch<RW, STAGE>(a, mj, rj);
     grid_begin();
     const int64_t k = K > 0 ? K : a.k;
     const uint8_t *xq = a.xq + (size_t)c0 * (size_t)(k / QK8) * 36;
@@ -514,48 +485,25 @@ static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
     return per * (size_t)warps <= 48 * 1024 ? (unsigned)per : 0;
 }
 
-/* How many CTAs of KERN (threads and smem bytes of shared memory each, the
- * same threads every call) an SM holds at once, from the occupancy API, asked once per smem size (memo:
- * smem << 8 | CTAs an SM). */
-template <void (*KERN)(struct mm_args)>
-static inline int ctas_per_sm(int threads, unsigned smem)
+/* Whether a staged launch of ctas CTAs of 4 warps, smem bytes each, should
+ * take the kernel held to 8 CTAs an SM (FULL): when it has more CTAs than
+ * the SMs hold at once of the kernel as compiled (`free`), and 8 fit in an
+ * SM's shared memory. Q6_K's output matrix (151936 rows of 4096) went
+ * from 145 to 125 us (82% -> 96% of copy bandwidth); held throughout, the
+ * 0.5B's short launches lost 3% (minfer-gpu-bench, tg128 A/B). The
+ * occupancy is asked once per smem size (memo: the kernel's, smem << 8 |
+ * CTAs an SM). */
+static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigned smem, std::atomic<long long> *memo)
 {
-    static std::atomic<long long> memo{ -1 };
-    long long m = memo.load(std::memory_order_relaxed);
+    long long m = memo->load(std::memory_order_relaxed);
     if (m < 0 || (unsigned)(m >> 8) != smem) {
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, KERN, threads, smem) != cudaSuccess)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, free, 4 * 32, smem) != cudaSuccess)
             cudaGetLastError(), per_sm = 8; /* unknown: as compiled (a failed launch reports itself) */
-        memo.store(m = (long long)smem << 8 | per_sm, std::memory_order_relaxed);
+        memo->store(m = (long long)smem << 8 | per_sm, std::memory_order_relaxed);
     }
-    return (int)(m & 0xff);
-}
-
-/* Whether a staged launch of ctas CTAs of 4 warps, smem bytes each, should
- * take the kernel held to 8 CTAs an SM (FULL) instead of KERN, as
- * compiled: when it has more CTAs than the SMs hold at once of KERN, and 8
- * fit in an SM's shared memory. Q6_K's output matrix (151936 rows of 4096)
- * went from 145 to 125 us (82% -> 96% of copy bandwidth); held throughout,
- * the 0.5B's short launches lost 3% (minfer-gpu-bench, tg128 A/B). */
-template <void (*KERN)(struct mm_args)>
-static inline bool full_pays(int64_t ctas, unsigned smem)
-{
-    const int per_sm = ctas_per_sm<KERN>(4 * 32, smem);
+    const int per_sm = (int)(m & 0xff);
     return per_sm < 8 && 8 * (size_t)smem <= 200 * 1024 && ctas > (int64_t)per_sm * cuda_sm_count();
-}
-
-/* A decode launch of KERN with grid and smem bytes a CTA, each CTA asking
- * L2 ahead for the rows of the CTA one wave after it where the launch runs
- * in waves and cuda_ahead_enabled (b.ahead: the CTAs the SMs hold at once). */
-template <void (*KERN)(struct mm_args)>
-static inline void launch_ahead(struct mm_args b, dim3 grid, int threads, size_t smem, cudaStream_t s)
-{
-    b.ahead = 0;
-    if (cuda_ahead_enabled()) {
-        const int64_t resident = (int64_t)ctas_per_sm<KERN>(threads, (unsigned)smem) * cuda_sm_count();
-        b.ahead = resident > 0 && grid.x > resident ? resident : 0;
-    }
-    launch(KERN, grid, threads, smem, s, b);
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its
@@ -569,23 +517,24 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
     b.stage = stage_bytes(a, RW, W);
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
-            launch_ahead<matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>>(
-                b, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32, 4 * (size_t)b.stage, s);
+            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32,
+                   4 * (size_t)b.stage, s, b);
             return;
         }
     const dim3 grid((unsigned)((rows / RW + W - 1) / W));
     if constexpr (W == 4 && RW == 1) {
         if (b.stage && launch_loop<T, K, PAIR, FIX>(b, rows, s))
             return;
-        if (b.stage && full_pays<matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>>(grid.x, W * b.stage)) {
-            launch_ahead<matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>>(b, grid, W * 32, (size_t)W * b.stage, s);
+        static std::atomic<long long> memo{ -1 };
+        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid.x, W * b.stage, &memo)) {
+            launch(matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
             return;
         }
     }
     if (b.stage)
-        launch_ahead<matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>>(b, grid, W * 32, (size_t)W * b.stage, s);
+        launch(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
     else
-        launch_ahead<matmul_kernel<T, W, 1, false, K, RW, false, false, PAIR, FIX>>(b, grid, W * 32, 0, s);
+        launch(matmul_kernel<T, W, 1, false, K, RW, false, false, PAIR, FIX>, grid, W * 32, 0, s, b);
 }
 
 /* One launch of type T over the rows of a.m, with the row length K fixed
@@ -606,7 +555,7 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
         else
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
     } else if (a.q8_out) {
-        launch_ahead<matmul_kernel<T, 4, 1, true, K, 1, false, false, false, FIX>>(a, dim3((unsigned)(rows / 4)), 4 * 32, 0, s);
+        launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
     } else {
         if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
             if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {
