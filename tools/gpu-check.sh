@@ -35,7 +35,7 @@
 #           instead of the models above, TIMELINE_ENV ("NAME=VALUE ...") steps
 #           with those set too;
 # ab:       AB="<other builds' minfer, carried (tools/build-variant.sh)> ..." against build/minfer
-#           (an entry NAME=VALUE: build/minfer with that in its
+#           (an entry NAME=VALUE[,NAME=VALUE...]: build/minfer with those in its
 #           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3, every other one in reverse order; each of AB_TESTS, "pp512 tg128":
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
 #           every bench, e.g. --no-graphs), on AB_MODELS ("preset type;...")
@@ -255,7 +255,9 @@ if want ab; then # other builds against this one, in turns
             for i in "${order[@]}"; do
                 bin=(build/minfer)
                 if [ "$i" != this ]; then
-                    [[ "${others[$i]}" == *=* ]] && bin=(env "${others[$i]}" build/minfer) || bin=("${others[$i]}")
+                    # NAME=VALUE[,NAME=VALUE...]: this build with those settings
+                    # shellcheck disable=SC2206 # split on the commas on purpose
+                    [[ "${others[$i]}" == *=* ]] && bin=(env ${others[$i]//,/ } build/minfer) || bin=("${others[$i]}")
                 fi
                 for t in ${AB_TESTS:-pp512 tg128}; do # ppN: a prompt of N alone; tgN: N steps alone
                     case $t in pp*) args=(-p "${t#pp}" -n 0) ;; tg*) args=(-p 0 -n "${t#tg}") ;; *) continue ;; esac
