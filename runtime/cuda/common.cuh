@@ -427,19 +427,28 @@ __device__ static inline int dot8(const unsigned q[8], const int a[8])
     return s;
 }
 
+/* The dot of four unsigned bytes a with four signed ones b, plus c. */
+__device__ static inline int dp4a_us(unsigned a, int b, int c)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 /* The 6-bit scales and mins of sub-blocks 2p and 2p + 1 of a Q4_K/Q5_K
  * superblock, from its 12 packed bytes s[0..2] (bytes 4..15). Sub-blocks
  * 0..3 keep theirs in the low 6 bits of bytes 0..3 (scales) and 4..7
  * (mins); 4..7 in the nibbles of bytes 8..11 with the top 2 bits in the
- * spare bits of bytes 0..7. Both cases are formed four bytes at a time and
- * one is selected, so the lanes of a warp do not diverge. */
+ * spare bits of bytes 0..7. Both cases are one formula, the 6 bits (or
+ * the nibbles) of src with the top bits of s >> 2 where top has them, src
+ * and top chosen by p, so the lanes of a warp do not diverge. A lane's p
+ * is fixed (its groups are lane, lane + 32, ...: p = lane % 4), so the
+ * choices are made once a kernel. */
 __device__ static inline void k_scale_min_pair(const unsigned s[3], int p, int sc[2], int mn[2])
 {
-    const unsigned lo_sc = s[0] & 0x3f3f3f3fu, lo_mn = s[1] & 0x3f3f3f3fu;
-    const unsigned hi_sc = (s[2] & 0x0f0f0f0fu) | ((s[0] >> 2) & 0x30303030u);
-    const unsigned hi_mn = ((s[2] >> 4) & 0x0f0f0f0fu) | ((s[1] >> 2) & 0x30303030u);
-    const unsigned shift = 16 * (p % 2);
-    const unsigned scs = (p < 2 ? lo_sc : hi_sc) >> shift, mns = (p < 2 ? lo_mn : hi_mn) >> shift;
+    const unsigned top = p >= 2 ? 0x30303030u : 0u, shift = 16u * (unsigned)(p % 2);
+    const unsigned scs = ((((p >= 2 ? s[2] : s[0]) & 0x3f3f3f3fu) & ~top) | ((s[0] >> 2) & top)) >> shift;
+    const unsigned mns = ((((p >= 2 ? s[2] >> 4 : s[1]) & 0x3f3f3f3fu) & ~top) | ((s[1] >> 2) & top)) >> shift;
     sc[0] = (int)(scs & 0xff), sc[1] = (int)((scs >> 8) & 0xff);
     mn[0] = (int)(mns & 0xff), mn[1] = (int)((mns >> 8) & 0xff);
 }
@@ -504,9 +513,11 @@ __device__ static inline void q6_k_half_terms(const uint8_t *row, int64_t nb, in
         int s2[2] = { 0, 0 };
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            /* four 6-bit codes at once; the bytewise subtraction wraps 0..63 to -32..31 */
-            const unsigned q = ((ql[8 * (i % 2) + t] >> (4 * (i / 2))) & 0x0f0f0f0fu) | ((qh[t] >> (2 * i)) & 0x03030303u) << 4;
-            s2[t / 4] = __dp4a((int)__vsub4(q, 0x20202020u), x[i].q[t], s2[t / 4]);
+            /* four 6-bit codes 0..63 at once; their offset of 32 comes off
+             * the integer sum as a dot with four -32s (exact) */
+            const unsigned high = i < 2 ? qh[t] << (4 - 2 * i) : qh[t] >> (2 * i - 4); /* code bits 4..5 in place */
+            const unsigned q = ((ql[8 * (i % 2) + t] >> (4 * (i / 2))) & 0x0f0f0f0fu) | (high & 0x30303030u);
+            s2[t / 4] = __dp4a((int)0xe0e0e0e0u, x[i].q[t], __dp4a((int)q, x[i].q[t], s2[t / 4]));
         }
         const int sc0 = (int)(int8_t)(sc[i / 2] >> (16 * (i % 2))), sc1 = (int)(int8_t)(sc[i / 2] >> (16 * (i % 2) + 8));
         term[i] = __fmul_rn(__fmul_rn(d, x[i].d), (float)(sc0 * s2[0] + sc1 * s2[1]));
@@ -516,7 +527,13 @@ __device__ static inline void q6_k_half_terms(const uint8_t *row, int64_t nb, in
 /* Q4_K and Q5_K: sub-blocks 2p and 2p + 1 of the superblock at b, whose
  * codes share 32 bytes (low nibbles, then high), against the Q8_1 blocks
  * x[0] and x[1]: their two block terms, each formed as quant_dot.c forms
- * it, every rounding explicit. */
+ * it, every rounding explicit. Q4_K's high
+ * nibbles are dotted where they lie (16 times each code, as unsigned
+ * bytes): the product with 16 times the code sum is 16 times the product
+ * with the sum, exactly (a power of two scales a rounding exactly while no
+ * value is subnormal or infinite, and these are products of f16 values
+ * and integers under 2^24), so one multiply by 1/16 gives the same bits
+ * as shifting eight words down. */
 template <int T>
 __device__ static inline void k_pair_terms(const uint8_t *b, int p, const struct q8_1_block x[2], float term[2])
 {
@@ -529,26 +546,34 @@ __device__ static inline void k_pair_terms(const uint8_t *b, int p, const struct
     const uint4 *q16 = (const uint4 *)(b + (T == TYPE_Q4_K ? 16 : 48) + 32 * p);
     const uint4 c0 = q16[0], c1 = q16[1];
     const unsigned raw[8] = { c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w };
-    unsigned q[2][8];
+    float dot[2];
+    if constexpr (T == TYPE_Q4_K) {
+        int lo = 0, hi16 = 0;
 #pragma unroll
-    for (int t = 0; t < 8; t++) {
-        q[0][t] = raw[t] & 0x0f0f0f0fu;
-        q[1][t] = (raw[t] >> 4) & 0x0f0f0f0fu;
-    }
-    if constexpr (T == TYPE_Q5_K) { /* bit 2p (2p + 1) of byte l: the fifth bit of code l */
+        for (int t = 0; t < 8; t++) {
+            lo = __dp4a((int)(raw[t] & 0x0f0f0f0fu), x[0].q[t], lo);
+            hi16 = dp4a_us(raw[t] & 0xf0f0f0f0u, x[1].q[t], hi16);
+        }
+        dot[0] = (float)lo, dot[1] = (float)hi16;
+    } else { /* Q5_K: bit 2p (2p + 1) of byte l is the fifth bit of code l */
+        unsigned q[2][8];
         const uint4 *h16 = (const uint4 *)(b + 16);
         const uint4 h0 = h16[0], h1 = h16[1];
         const unsigned hr[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            q[0][t] |= ((hr[t] >> (2 * p)) & 0x01010101u) << 4;
-            q[1][t] |= ((hr[t] >> (2 * p + 1)) & 0x01010101u) << 4;
+            q[0][t] = (raw[t] & 0x0f0f0f0fu) | ((hr[t] >> (2 * p)) & 0x01010101u) << 4;
+            q[1][t] = ((raw[t] >> 4) & 0x0f0f0f0fu) | ((hr[t] >> (2 * p + 1)) & 0x01010101u) << 4;
         }
+        dot[0] = (float)dot8(q[0], x[0].q), dot[1] = (float)dot8(q[1], x[1].q);
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++)
-        term[i] = __fsub_rn(__fmul_rn(__fmul_rn(__fmul_rn(d, (float)sc[i]), x[i].d), (float)dot8(q[i], x[i].q)),
-                            __fmul_rn(__fmul_rn(dmin, (float)mn[i]), x[i].s));
+    for (int i = 0; i < 2; i++) {
+        float prod = __fmul_rn(__fmul_rn(__fmul_rn(d, (float)sc[i]), x[i].d), dot[i]);
+        if (T == TYPE_Q4_K && i == 1)
+            prod = __fmul_rn(prod, 0.0625f);
+        term[i] = __fsub_rn(prod, __fmul_rn(__fmul_rn(dmin, (float)mn[i]), x[i].s));
+    }
 }
 
 /* The 32-element block j of a stored row of nb blocks of type T against

@@ -19,6 +19,19 @@ __device__ static inline float warp_sum(float v)
     return v;
 }
 
+/* warp_sum of g in lanes 0..15 and of u in lanes 16..31, bit for bit (each
+ * step adds the same two values, a + b being b + a): the first step trades
+ * the half of the values the other half of the warp sums, so the two
+ * butterflies take six shuffles, not ten. */
+__device__ static inline float warp_sum_pair(float g, float u)
+{
+    const bool low = threadIdx.x % 32 < 16;
+    float t = __fadd_rn(low ? g : u, __shfl_xor_sync(0xffffffffu, low ? u : g, 16));
+    for (int off = 8; off > 0; off >>= 1)
+        t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, off));
+    return t;
+}
+
 struct mm_mat {
     int type;
     const uint8_t *w;
@@ -71,7 +84,7 @@ __device__ static void row_sums(const uint8_t *const w[R], const uint8_t *xq, co
          * i is blocks G i .. G i + G - 1, and lane l takes groups l, l + 32, ... */
         constexpr int G = T == TYPE_Q6_K ? 4 : 2;
         const size_t col_bytes = (size_t)(k / QK8) * 36;
-        for (int64_t i = lane; i < k / (QK8 * G); i += 32) {
+        for (int i = lane; i < (int)(k / (QK8 * G)); i += 32) {
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
@@ -85,9 +98,9 @@ __device__ static void row_sums(const uint8_t *const w[R], const uint8_t *xq, co
                     for (int r = 0; r < R; r++) {
                         float term[G];
                         if constexpr (T == TYPE_Q6_K)
-                            q6_k_half_terms(w[r], k / 256, i / 2, (int)(i % 2), x, term);
+                            q6_k_half_terms(w[r], k / 256, i / 2, lane % 2, x, term);
                         else
-                            k_pair_terms<T>(w[r] + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), (int)(i % 4), x, term);
+                            k_pair_terms<T>(w[r] + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), lane % 4, x, term); /* i % 4 = lane % 4 */
 #pragma unroll
                         for (int g = 0; g < G; g++)
                             sum[r][c] = __fadd_rn(sum[r][c], term[g]);
@@ -179,11 +192,23 @@ __device__ static inline void row_sums_if(const uint8_t *w, const uint8_t *xq, c
         row_sums<TT, NC, K, 1>(&w, xq, xf, kk, nc, sum);
 }
 
+/* Whether the launch is a gated pair: always for a PAIR kernel, so that
+ * its branches are decided at compile time. */
+template <bool PAIR>
+__device__ static inline bool is_pair(const struct mm_args &a)
+{
+    return PAIR || a.epi == CUDA_EPI_PAIR;
+}
+
 /* Row r of the launch's row sets, in order, as row *rr of set *mi; false
- * past the last set. */
-template <class FIX>
+ * past the last set. (A pair's one set is the gate's.) */
+template <class FIX, bool PAIR = false>
 __device__ static inline bool find_row(const struct mm_args &a, int64_t r, int *mi, int64_t *rr)
 {
+    if constexpr (PAIR) {
+        *mi = 0, *rr = r;
+        return r < rows_of<FIX>(a, 0);
+    }
     int m = 0;
     while (m < sets_of<FIX>(a) && r >= rows_of<FIX>(a, m))
         r -= rows_of<FIX>(a, m), m++;
@@ -193,10 +218,10 @@ __device__ static inline bool find_row(const struct mm_args &a, int64_t r, int *
 
 /* One thread: asks the TMA unit for the RW rows from r of set mi (and
  * then the pair's up rows) into mine, completing bar's next phase. */
-template <int RW>
+template <int RW, bool PAIR>
 __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t r, uint8_t *mine, uint64_t *bar)
 {
-    const int n_w = a.epi == CUDA_EPI_PAIR ? 2 : 1; /* matrices a warp reads: the pair's gate and up */
+    const int n_w = is_pair<PAIR>(a) ? 2 : 1; /* matrices a warp reads: the pair's gate and up */
     const unsigned rows = (unsigned)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r);
     unsigned at = 0;
     bulk_expect(bar, rows * (unsigned)(a.m[mi].row_bytes + (n_w == 2 ? a.m[mi + 1].row_bytes : 0)));
@@ -220,11 +245,11 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
     for (int q = 0; q < NR; q++)
         for (int c = 0; c < NC; c++)
             sums[q][c] = 0;
-    const uint8_t *rows[NR] = { w0, a.epi == CUDA_EPI_PAIR ? up : RW == 2 ? w0 + m.row_bytes : nullptr };
+    const uint8_t *rows[NR] = { w0, is_pair<PAIR>(a) ? up : RW == 2 ? w0 + m.row_bytes : nullptr };
     if constexpr (NR == 4)
         rows[1] = w0 + m.row_bytes, rows[2] = up, rows[3] = up + a.m[1].row_bytes;
     if constexpr (T == TYPE_MIXED && FIX::fixed) { /* each matrix's type a compile-time constant */
-        if (a.epi == CUDA_EPI_PAIR) {
+        if (is_pair<PAIR>(a)) {
             row_sums_if<FIX::t0, NC, K>(rows[0], xq, xf, a.k, nc, &sums[0]);
             row_sums_if<FIX::t1, NC, K>(rows[1], xq, xf, a.k, nc, &sums[1]);
         } else if (mi == 0) {
@@ -236,7 +261,7 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
         }
     } else if constexpr (T == TYPE_MIXED) {
         row_sums_of<NC, K>(m.type, rows[0], xq, xf, a.k, nc, &sums[0]);
-        if (a.epi == CUDA_EPI_PAIR)
+        if (is_pair<PAIR>(a))
             row_sums_of<NC, K>(a.m[1].type, rows[1], xq, xf, a.k, nc, &sums[1]);
     } else if constexpr (NR == 4) {
         row_sums<T, NC, K, 4>(rows, xq, xf, a.k, nc, sums);
@@ -244,7 +269,7 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
         row_sums<T, NC, K, 2>(rows, xq, xf, a.k, nc, sums);
     } else {
         row_sums<T, NC, K, 1>(rows, xq, xf, a.k, nc, sums);
-        if (a.epi == CUDA_EPI_PAIR)
+        if (is_pair<PAIR>(a))
             row_sums<T, NC, K, 1>(rows + 1, xq, xf, a.k, nc, sums + 1);
     }
 #pragma unroll
@@ -252,15 +277,18 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             if (c < nc) {
-                /* the product, plus the bias, plus the residual: the CPU's order */
-                float x = warp_sum(sums[rr][c]);
+                /* the product, plus the bias, plus the residual: the CPU's order
+                 * (a gated pair: lane 0's x is right, its gate's sum and lane 16's up) */
+                const bool gated = (RW == 1 || NR == 4) && is_pair<PAIR>(a);
+                const float both = gated ? warp_sum_pair(sums[rr][c], sums[NR == 4 ? 2 + rr : 1][c]) : 0.0f;
+                float x = gated ? both : warp_sum(sums[rr][c]);
                 if (m.bias)
                     x = __fadd_rn(x, m.bias[r + rr]);
                 const size_t at = (size_t)(c0 + c) * (size_t)m.n + (size_t)(r + rr);
-                if (a.epi == CUDA_EPI_ADD)
+                if (!PAIR && a.epi == CUDA_EPI_ADD)
                     x = __fadd_rn(x, a.res[at]);
-                if ((RW == 1 || NR == 4) && a.epi == CUDA_EPI_PAIR)
-                    x = __fmul_rn(a.glu == GLU_GELU ? gelu(x) : silu(x), warp_sum(sums[NR == 4 ? 2 + rr : 1][c]));
+                if (gated)
+                    x = __fmul_rn(a.glu == GLU_GELU ? gelu(x) : silu(x), __shfl_sync(0xffffffffu, both, 16));
                 v[c] = x;
                 if (lane == 0)
                     m.y[at] = x;
@@ -300,13 +328,13 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     const int nc = a.nt - c0 < NC ? (int)(a.nt - c0) : NC;
     int mi;
     int64_t r;
-    const bool live = find_row<FIX>(a, ((int64_t)blockIdx.x * WARPS + warp) * RW, &mi, &r);
+    const bool live = find_row<FIX, PAIR>(a, ((int64_t)blockIdx.x * WARPS + warp) * RW, &mi, &r);
     uint8_t *mine = staged + (size_t)warp * a.stage;
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
         bulk_init(&staged_bar[warp]);
-        stage_ask<RW>(a, mi, r, mine, &staged_bar[warp]);
+        stage_ask<RW, PAIR>(a, mi, r, mine, &staged_bar[warp]);
     } else if (!STAGE && live && blockIdx.y == 0) {
-        for (int p = 0; p < (a.epi == CUDA_EPI_PAIR ? 2 : 1); p++)
+        for (int p = 0; p < (is_pair<PAIR>(a) ? 2 : 1); p++)
             prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, RW * a.m[mi + p].row_bytes);
     }
     grid_begin();
@@ -322,7 +350,7 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
             timeline_mark(TIMELINE_IN);
         }
         const uint8_t *const w0 = STAGE ? mine : m.w + (size_t)r * m.row_bytes;
-        const uint8_t *const up = a.epi != CUDA_EPI_PAIR ? nullptr
+        const uint8_t *const up = !is_pair<PAIR>(a) ? nullptr
                                   : STAGE              ? mine + RW * m.row_bytes
                                                        : a.m[1].w + (size_t)r * a.m[1].row_bytes;
         rows_out<T, NC, K, RW, Q8, PAIR, FIX>(a, mi, r, w0, up, xq, xf, c0, nc, v);
@@ -380,28 +408,28 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
         for (int u = 0; u < LOOP_STAGES; u++) {
             bulk_init(&bar[warp][u]);
             const int64_t t = blockIdx.x + (int64_t)u * gridDim.x;
-            if (t < a.tiles && find_row<FIX>(a, t * 4 + warp, &mi, &r))
-                stage_ask<1>(a, mi, r, mine + (size_t)u * a.stage, &bar[warp][u]);
+            if (t < a.tiles && find_row<FIX, PAIR>(a, t * 4 + warp, &mi, &r))
+                stage_ask<1, PAIR>(a, mi, r, mine + (size_t)u * a.stage, &bar[warp][u]);
         }
     }
     grid_begin();
     __syncwarp(); /* lane 0 armed the barriers */
-    for (int64_t i = 0, t = blockIdx.x; t < a.tiles && find_row<FIX>(a, t * 4 + warp, &mi, &r); i++, t += gridDim.x) {
+    for (int64_t i = 0, t = blockIdx.x; t < a.tiles && find_row<FIX, PAIR>(a, t * 4 + warp, &mi, &r); i++, t += gridDim.x) {
         const int u = (int)(i % LOOP_STAGES);
         uint8_t *const w0 = mine + (size_t)u * a.stage;
         float v[1];
         bulk_wait_phase(&bar[warp][u], (unsigned)(i / LOOP_STAGES) & 1);
         if (i == 0)
             timeline_mark(TIMELINE_IN);
-        rows_out<T, 1, K, 1, false, PAIR, FIX>(a, mi, r, w0, a.epi == CUDA_EPI_PAIR ? w0 + a.m[mi].row_bytes : nullptr, a.xq, a.xf,
+        rows_out<T, 1, K, 1, false, PAIR, FIX>(a, mi, r, w0, is_pair<PAIR>(a) ? w0 + a.m[mi].row_bytes : nullptr, a.xq, a.xf,
                                          0, 1, v);
         __syncwarp(); /* every lane has read the stage */
         const int64_t next = t + (int64_t)LOOP_STAGES * gridDim.x;
         int mn;
         int64_t rn;
-        if (lane == 0 && next < a.tiles && find_row<FIX>(a, next * 4 + warp, &mn, &rn)) {
+        if (lane == 0 && next < a.tiles && find_row<FIX, PAIR>(a, next * 4 + warp, &mn, &rn)) {
             bulk_reuse_fence();
-            stage_ask<1>(a, mn, rn, w0, &bar[warp][u]);
+            stage_ask<1, PAIR>(a, mn, rn, w0, &bar[warp][u]);
         }
     }
     timeline_mark(TIMELINE_DONE);
