@@ -527,13 +527,12 @@ __device__ static inline void q6_k_half_terms(const uint8_t *row, int64_t nb, in
 /* Q4_K and Q5_K: sub-blocks 2p and 2p + 1 of the superblock at b, whose
  * codes share 32 bytes (low nibbles, then high), against the Q8_1 blocks
  * x[0] and x[1]: their two block terms, each formed as quant_dot.c forms
- * it, every rounding explicit. Q4_K's high
- * nibbles are dotted where they lie (16 times each code, as unsigned
- * bytes): the product with 16 times the code sum is 16 times the product
- * with the sum, exactly (a power of two scales a rounding exactly while no
- * value is subnormal or infinite, and these are products of f16 values
- * and integers under 2^24), so one multiply by 1/16 gives the same bits
- * as shifting eight words down. */
+ * it, every rounding explicit. Q4_K's high nibbles are dotted where they
+ * lie (16 times each code, as unsigned bytes): the product with 16 times
+ * the code sum is 16 times the product with the sum, exactly (a power of
+ * two scales a rounding exactly while no value is subnormal or infinite,
+ * and these are products of f16 values and integers under 2^24), so one
+ * multiply by 1/16 gives the same bits as shifting eight words down. */
 template <int T>
 __device__ static inline void k_pair_terms(const uint8_t *b, int p, const struct q8_1_block x[2], float term[2])
 {
