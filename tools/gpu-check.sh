@@ -12,7 +12,7 @@
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay),
-#           racecheck on the argmax kernel's test,
+#           racecheck on the argmax kernel's test, memcheck and racecheck on the attention kernels' test,
 #           and memcheck on a Gemma 3 270M-shaped one past its window and on
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table, the small kernels' table
@@ -149,6 +149,12 @@ if want sanitize; then
     }
     memcheck_prompt "Gemma 3 270M shape" "$(synth gemma3-270m q4_k_m)" # past its 512-token window
     memcheck_prompt "0.5B shape, F16" "$(synth qwen2.5-0.5b f16)"       # the prompt's matmuls on the bf16 tensor cores (mmf.cu)
+    for tool in memcheck racecheck; do # decode attention's kernels, the long contexts' ring among them (their kernel test)
+        (cd build && compute-sanitizer --tool "$tool" --error-exitcode 3 ./minfer-cuda-tests kv_store_and_attention) >"$tmp/sanitize-att.txt" 2>&1
+        rc=$?
+        { echo "== $tool attention (rc=$rc)"; tail -6 "$tmp/sanitize-att.txt"; } >>"$out/sanitize.txt"
+        row "compute-sanitizer $tool (attention kernel test)" "$(sanitized "$tmp/sanitize-att.txt" "$rc")"
+    done
     for tool in memcheck racecheck; do # the wgmma kernel (sm_90: Q4_K, Q6_K), which the small models' shapes do not reach
         (cd build && compute-sanitizer --tool "$tool" --error-exitcode 3 ./minfer-cuda-tests wide_ranging) >"$tmp/sanitize-wgmma.txt" 2>&1
         rc=$?

@@ -394,6 +394,19 @@ void test_matmul_matches_the_reference(void)
         else
             printf("    %-5s worst error %.2e of the sum of |terms| (bound 1e-5)\n", type_name(t), worst);
     }
+    /* a decode step's pair with its Q8_1 product (rows in whole blocks of
+     * 32: the tickets), for every quantized type, and in waves of more CTAs
+     * than an H200 holds at once (3200 and 9600 rows) */
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        double w = 0;
+        if (cuda_matmul_takes_q8(types[i]) &&
+            !matmul_case(types[i], type_info(types[i])->block_elems == 256 ? 4096 : 896, 96, 1, &w))
+            return;
+    }
+    double big = 0;
+    if (!matmul_case(TYPE_Q8_0, 4096, 3200, 1, &big) || !matmul_case(TYPE_Q4_K, 4096, 9600, 1, &big))
+        return;
+    printf("    decode pairs' Q8_1 products (every quantized type; 3200 and 9600 rows): the CPU's blocks\n");
     /* rows whose 4-warp stage is over 28 KiB: the loop kernel (matmul_loop_kernel),
      * ~3 tiles a CTA on an H200 (each stage used again), the last tile half full */
     double worst = 0;
