@@ -149,18 +149,15 @@ if want sanitize; then
     }
     memcheck_prompt "Gemma 3 270M shape" "$(synth gemma3-270m q4_k_m)" # past its 512-token window
     memcheck_prompt "0.5B shape, F16" "$(synth qwen2.5-0.5b f16)"       # the prompt's matmuls on the bf16 tensor cores (mmf.cu)
-    for tool in memcheck racecheck; do # decode attention's kernels, the long contexts' ring among them (their kernel test)
-        (cd build && compute-sanitizer --tool "$tool" --error-exitcode 3 ./minfer-cuda-tests kv_store_and_attention) >"$tmp/sanitize-att.txt" 2>&1
-        rc=$?
-        { echo "== $tool attention (rc=$rc)"; tail -6 "$tmp/sanitize-att.txt"; } >>"$out/sanitize.txt"
-        row "compute-sanitizer $tool (attention kernel test)" "$(sanitized "$tmp/sanitize-att.txt" "$rc")"
-    done
-    for tool in memcheck racecheck; do # the wgmma kernel (sm_90: Q4_K, Q6_K), which the small models' shapes do not reach
-        (cd build && compute-sanitizer --tool "$tool" --error-exitcode 3 ./minfer-cuda-tests wide_ranging) >"$tmp/sanitize-wgmma.txt" 2>&1
-        rc=$?
-        { echo "== $tool wgmma (rc=$rc)"; tail -6 "$tmp/sanitize-wgmma.txt"; } >>"$out/sanitize.txt"
-        row "compute-sanitizer $tool (wgmma prompt matmuls)" \
-            "$(sanitized "$tmp/sanitize-wgmma.txt" "$rc")"
+    # kernel tests under memcheck and racecheck: decode attention's kernels (their tickets and staged
+    # chunks), and the wgmma kernel (sm_90: Q4_K, Q6_K), which the small models' shapes do not reach
+    for pair in "kv_store_and_attention:attention kernel test" "wide_ranging:wgmma prompt matmuls"; do
+        for tool in memcheck racecheck; do
+            (cd build && compute-sanitizer --tool "$tool" --error-exitcode 3 ./minfer-cuda-tests "${pair%%:*}") >"$tmp/sanitize-test.txt" 2>&1
+            rc=$?
+            { echo "== $tool ${pair#*:} (rc=$rc)"; tail -6 "$tmp/sanitize-test.txt"; } >>"$out/sanitize.txt"
+            row "compute-sanitizer $tool (${pair#*:})" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
+        done
     done
 fi
 
