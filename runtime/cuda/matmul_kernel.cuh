@@ -56,6 +56,43 @@ struct mm_args {
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
 };
 
+/* The blocks a lane takes at once for a quantized type T: the K-quants'
+ * blocks whose codes share bytes (Q4_K and Q5_K 2, Q6_K 4), else one. */
+template <int T>
+__host__ __device__ constexpr int group_blocks(void)
+{
+    return T == TYPE_Q6_K ? 4 : T == TYPE_Q4_K || T == TYPE_Q5_K ? 2 : 1;
+}
+
+/* Group i's Q8_1 blocks of the column at xq. */
+template <int T>
+__device__ static inline void group_x(const uint8_t *xq, int i, struct q8_1_block x[group_blocks<T>()])
+{
+    constexpr int G = group_blocks<T>();
+    const uint8_t *xg = xq + (size_t)i * (36 * G);
+    if constexpr (G == 4)
+        q8_1_quad_at(xg, x);
+    else if constexpr (G == 2)
+        q8_1_pair_at(xg, x);
+    else
+        x[0] = q8_1_at(xg);
+}
+
+/* Group i's block terms of the row at w against its blocks x (K: the row
+ * length when fixed, else 0 and kk). */
+template <int T, int K>
+__device__ static inline void group_terms(const uint8_t *w, int64_t kk, int i, const struct q8_1_block x[group_blocks<T>()],
+                                          float term[group_blocks<T>()])
+{
+    const int64_t k = K > 0 ? K : kk;
+    if constexpr (T == TYPE_Q6_K)
+        q6_k_half_terms(w, k / 256, i / 2, i % 2, x, term);
+    else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K)
+        k_pair_terms<T>(w + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), i % 4, x, term);
+    else
+        term[0] = block_dot<T>(w, k / QK8, i, x[0]);
+}
+
 /* This lane's partial sums of R rows (w[0..R-1]: a SwiGLU pair's gate and
  * up share each activation load) against nc (at most NC) columns of x:
  * Q8_1 at xq (k/32 blocks apart) or f32 at xf (k apart). K: the row length
@@ -79,45 +116,26 @@ __device__ static void row_sums(const uint8_t *const w[R], const uint8_t *xq, co
                         sum[r][c] = __fmaf_rn(wv, xf[(size_t)c * (size_t)k + (size_t)i], sum[r][c]);
             }
         }
-    } else if constexpr (T == TYPE_Q4_K || T == TYPE_Q5_K || T == TYPE_Q6_K) {
-        /* a lane takes the G blocks whose codes share bytes at once: group
-         * i is blocks G i .. G i + G - 1, and lane l takes groups l, l + 32, ... */
-        constexpr int G = T == TYPE_Q6_K ? 4 : 2;
+    } else {
+        /* a lane takes the G blocks whose codes share bytes at once (K-quants;
+         * else G = 1): group i is blocks G i .. G i + G - 1, and lane l takes
+         * groups l, l + 32, ... */
+        constexpr int G = group_blocks<T>();
         const size_t col_bytes = (size_t)(k / QK8) * 36;
         for (int i = lane; i < (int)(k / (QK8 * G)); i += 32) {
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
                     struct q8_1_block x[G];
-                    const uint8_t *xg = xq + (size_t)c * col_bytes + (size_t)i * (36 * G);
-                    if constexpr (T == TYPE_Q6_K)
-                        q8_1_quad_at(xg, x);
-                    else
-                        q8_1_pair_at(xg, x);
+                    group_x<T>(xq + (size_t)c * col_bytes, i, x);
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         float term[G];
-                        if constexpr (T == TYPE_Q6_K)
-                            q6_k_half_terms(w[r], k / 256, i / 2, lane % 2, x, term);
-                        else
-                            k_pair_terms<T>(w[r] + (size_t)(i / 4) * (T == TYPE_Q4_K ? 144 : 176), lane % 4, x, term); /* i % 4 = lane % 4 */
+                        group_terms<T, K>(w[r], kk, i, x, term);
 #pragma unroll
                         for (int g = 0; g < G; g++)
                             sum[r][c] = __fadd_rn(sum[r][c], term[g]);
                     }
-                }
-            }
-        }
-    } else {
-        const size_t col_bytes = (size_t)(k / QK8) * 36;
-        for (int64_t j = lane; j < k / QK8; j += 32) {
-#pragma unroll
-            for (int c = 0; c < NC; c++) {
-                if (c < nc) {
-                    const struct q8_1_block x = q8_1_at(xq + (size_t)c * col_bytes + (size_t)j * 36);
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                        sum[r][c] = __fadd_rn(sum[r][c], block_dot<T>(w[r], k / QK8, j, x));
                 }
             }
         }
@@ -435,6 +453,110 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
     timeline_mark(TIMELINE_DONE);
 }
 
+/* matmul_loop_kernel with each row taken by a team of TW warps (one
+ * quantized type, no pair): a row's trips (groups 32 t .. 32 t + 31, lane
+ * l's group 32 t + l) go to the team's warps in turn, each warp's terms
+ * into shared memory, and the team's first warp adds every lane's terms in
+ * row_sums' order and finishes the row as rows_out does: the same bits,
+ * with TW times the warps an SM that the long rows' stages allow (the 8B's
+ * Q6_K down: 8 warps an SM, 0.35 of them eligible a cycle). */
+template <int T, int K, int TW, class FIX>
+__global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struct mm_args a)
+{
+    constexpr int G = group_blocks<T>();
+    __shared__ uint64_t bar[4][LOOP_STAGES];
+    extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a team and stage, then the terms */
+    const int warp = threadIdx.x / 32 % TW, team = threadIdx.x / 32 / TW, lane = threadIdx.x % 32;
+    const int64_t k = K > 0 ? K : a.k;
+    const int groups = (int)(k / (QK8 * G)), trips = (groups + 31) / 32;
+    uint8_t *const mine = staged + (size_t)team * LOOP_STAGES * a.stage;
+    float *const terms = (float *)(staged + (size_t)4 * LOOP_STAGES * a.stage) + (size_t)team * LOOP_STAGES * trips * G * 32;
+    int mi;
+    int64_t r;
+    if (warp == 0 && lane == 0) {
+        for (int u = 0; u < LOOP_STAGES; u++) {
+            bulk_init(&bar[team][u]);
+            const int64_t t = blockIdx.x + (int64_t)u * gridDim.x;
+            if (t < a.tiles && find_row<FIX>(a, t * 4 + team, &mi, &r))
+                stage_ask<1, false>(a, mi, r, mine + (size_t)u * a.stage, &bar[team][u]);
+        }
+    }
+    grid_begin();
+    __syncthreads(); /* the barriers are armed */
+    for (int64_t i = 0, t = blockIdx.x; t < a.tiles && find_row<FIX>(a, t * 4 + team, &mi, &r); i++, t += gridDim.x) {
+        const int u = (int)(i % LOOP_STAGES);
+        uint8_t *const w0 = mine + (size_t)u * a.stage;
+        float *const tu = terms + (size_t)u * trips * G * 32;
+        bulk_wait_phase(&bar[team][u], (unsigned)(i / LOOP_STAGES) & 1);
+        for (int trip = (warp + TW - 1) % TW; trip < trips; trip += TW) { /* the first warp takes the fewest */
+            const int g = trip * 32 + lane;
+            if (g < groups) {
+                struct q8_1_block x[G];
+                float term[G];
+                group_x<T>(a.xq, g, x);
+                group_terms<T, K>(w0, a.k, g, x, term);
+#pragma unroll
+                for (int q = 0; q < G; q++)
+                    tu[(trip * G + q) * 32 + lane] = term[q];
+            }
+        }
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(TW * 32) : "memory"); /* the terms are in, the stage read */
+        const int64_t next = t + (int64_t)LOOP_STAGES * gridDim.x;
+        int mn;
+        int64_t rn;
+        if (warp == 0 && lane == 0 && next < a.tiles && find_row<FIX>(a, next * 4 + team, &mn, &rn)) {
+            bulk_reuse_fence();
+            stage_ask<1, false>(a, mn, rn, w0, &bar[team][u]);
+        }
+        if (warp == 0) {
+            float sum = 0.0f;
+            for (int trip = 0; trip < trips; trip++)
+                if (trip * 32 + lane < groups)
+#pragma unroll
+                    for (int q = 0; q < G; q++)
+                        sum = __fadd_rn(sum, tu[(trip * G + q) * 32 + lane]);
+            const struct mm_mat &m = a.m[mi];
+            float x = warp_sum(sum);
+            if (m.bias)
+                x = __fadd_rn(x, m.bias[r]);
+            if (a.epi == CUDA_EPI_ADD)
+                x = __fadd_rn(x, a.res[r]);
+            if (lane == 0)
+                m.y[r] = x;
+        }
+    }
+}
+
+/* The warps of a team in a loop launch of one quantized type: 2 (the 8B's
+ * Q6_K down 15.3 -> 13.8 us, tg128 x1.013; 4 warps gave the same 13.8 and
+ * x1.009), or MINFER_MM_TEAM (for measurements: 0 for matmul_loop_kernel,
+ * or 4). */
+static inline int team_warps(void)
+{
+    static std::atomic<int> m{ -1 };
+    int v = m.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("MINFER_MM_TEAM");
+        v = e ? atoi(e) : 2;
+        m.store(v = v == 0 || v == 4 ? v : 2, std::memory_order_relaxed);
+    }
+    return v;
+}
+
+/* The team launch of b for rows rows, smem the loop's stages of a CTA. */
+template <int T, int K, int TW, class FIX>
+static void launch_team(struct mm_args b, size_t smem, cudaStream_t s)
+{
+    constexpr int G = group_blocks<T>();
+    const int64_t trips = (b.k / (QK8 * G) + 31) / 32;
+    smem += (size_t)4 * LOOP_STAGES * trips * G * 32 * sizeof(float);
+    static const bool opted = (cuda_smem_opt_in((const void *)matmul_team_kernel<T, K, TW, FIX>, 200 * 1024), true);
+    (void)opted;
+    const size_t per_sm = cuda_sm_shared_bytes() / (smem + 1024) < 2 ? 1 : 2; /* the kernel's bound */
+    const int64_t most = (int64_t)per_sm * cuda_sm_count();
+    launch(matmul_team_kernel<T, K, TW, FIX>, dim3((unsigned)(most < b.tiles ? most : b.tiles)), 4 * TW * 32, smem, s, b);
+}
+
 /* The loop launch pays where one tile a CTA holds fewer than 8 CTAs an SM
  * by its stage: the 8B's Q6_K FFN down (rows of 12288, 40 KiB a CTA, 5 an
  * SM) 16.0 -> 14.4 us; the launches of smaller stages were slower as loops
@@ -457,7 +579,8 @@ static inline size_t loop_above(void)
 /* The loop launch of a (a.stage bytes a warp and stage) for rows rows,
  * where it pays (loop_above) and its stages fit 3/4 of an SM's shared
  * memory, at as many CTAs an SM as fit there: the rest is room for the
- * next launch's CTAs to enter early. */
+ * next launch's CTAs to enter early. Rows of one quantized type take the
+ * team kernel (team_warps), two CTAs an SM. */
 template <int T, int K, bool PAIR, class FIX>
 static bool launch_loop(struct mm_args b, int64_t rows, cudaStream_t s)
 {
@@ -467,6 +590,16 @@ static bool launch_loop(struct mm_args b, int64_t rows, cudaStream_t s)
     static const bool opted = (cuda_smem_opt_in((const void *)matmul_loop_kernel<T, K, PAIR, FIX>, 200 * 1024), true);
     (void)opted;
     b.tiles = (rows + 3) / 4;
+    if constexpr (!PAIR && T != TYPE_MIXED && T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16) {
+        if (team_warps() == 2) {
+            launch_team<T, K, 2, FIX>(b, smem, s);
+            return true;
+        }
+        if (team_warps() == 4) {
+            launch_team<T, K, 4, FIX>(b, smem, s);
+            return true;
+        }
+    }
     const int64_t most = (int64_t)(room / smem) * cuda_sm_count();
     launch(matmul_loop_kernel<T, K, PAIR, FIX>, dim3((unsigned)(most < b.tiles ? most : b.tiles)), 4 * 32, smem, s, b);
     return true;
@@ -481,8 +614,7 @@ static bool launch_loop(struct mm_args b, int64_t rows, cudaStream_t s)
 template <int T>
 static inline bool short_rows(int64_t k)
 {
-    constexpr int G = T == TYPE_Q6_K ? 4 : T == TYPE_Q4_K || T == TYPE_Q5_K ? 2 : 1;
-    return k <= (int64_t)32 * QK8 * G;
+    return k <= (int64_t)32 * QK8 * group_blocks<T>();
 }
 
 static inline bool even_rows(const struct mm_args &a)

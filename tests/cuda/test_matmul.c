@@ -407,18 +407,20 @@ void test_matmul_matches_the_reference(void)
     if (!matmul_case(TYPE_Q8_0, 4096, 3200, 1, &big) || !matmul_case(TYPE_Q4_K, 4096, 9600, 1, &big))
         return;
     printf("    decode pairs' Q8_1 products (every quantized type; 3200 and 9600 rows): the CPU's blocks\n");
-    /* rows whose 4-warp stage is over 28 KiB: the loop kernel (matmul_loop_kernel),
-     * ~3 tiles a CTA on an H200 (each stage used again), the last tile half full */
+    /* rows whose 4-warp stage is over 28 KiB: the loop launch, here of one
+     * type (matmul_team_kernel, a row split between two warps), ~3 tiles a
+     * CTA on an H200 (each stage used again), the last tile half full; of
+     * mixed types (matmul_loop_kernel) below, the 8B's QKV with rows of 12288 */
     double worst = 0;
     if (!matmul_case(TYPE_Q6_K, 12288, 3170, 1, &worst) || !matmul_case(TYPE_Q5_K, 12288, 3170, 1, &worst))
         return;
-    printf("    Q6_K, Q5_K rows of 12288 (the loop launch): bit-equal as well\n");
+    printf("    Q6_K, Q5_K rows of 12288 (the loop launch, two warps a row): bit-equal as well\n");
     static const enum tensor_type qkv8b[3] = { TYPE_Q4_K, TYPE_Q4_K, TYPE_Q6_K }, qkv05[3] = { TYPE_Q5_0, TYPE_Q6_K, TYPE_F16 };
     static const int64_t rows8b[3] = { 4096, 1024, 1024 }, rows05[3] = { 96, 32, 64 };
     /* Qwen2.5-0.5B's Q4_K_M mix (Q5_0 Q and K, Q8_0 or Q6_K V; and an F16
      * V), Qwen3-8B's (Q4_K Q and K, a Q6_K V) */
     if (!mixed_pair(CUDA_EPI_PAIR) || !mixed_pair(CUDA_EPI_PAIR_GELU) || !mixed_qkv(1024, 2, qkv05, rows05) ||
-        !mixed_qkv(4096, 1, qkv8b, rows8b))
+        !mixed_qkv(4096, 1, qkv8b, rows8b) || !mixed_qkv(12288, 1, qkv8b, rows8b))
         return;
     struct error e;
     CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
