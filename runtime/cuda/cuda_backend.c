@@ -51,6 +51,7 @@ struct cuda_state {
     int skip[2];          /* nodes an earlier launch computed (K's RoPE with Q's, the KV store with K's) */
     float *att;           /* attention partials */
     unsigned *tickets;    /* the SwiGLU pair's Q8_1 blocks (cuda_matmul_multi), zero between launches */
+    unsigned *norm_ticket; /* after them: a matmul that forms the norm after it (cuda_matmul_add_norm) */
     void *argmax;         /* the argmax's scratch (cuda_argmax_scratch_bytes) */
     /* The argmax's token id, page-locked and written by the kernel itself
      * (token_dev its device address), ready once token_ready has passed */
@@ -338,7 +339,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     s->staging_region = ((size_t)z->n_batch * sizeof(int32_t) + 255) & ~(size_t)255;
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
     /* one ticket per 32 rows of a SwiGLU pair whose Q8_1 product a matmul of row length <= k_max reads */
-    size_t tickets = (size_t)(z->k_max / 32 + 1) * sizeof(unsigned);
+    size_t tickets = (size_t)(z->k_max / 32 + 2) * sizeof(unsigned); /* and the norm's */
     /* the prompt matmuls' stream scratch, sized here: it cannot grow inside a captured prompt */
     const size_t prompt_scratch = cuda_prompt_scratch_bytes(z->n_batch, z->k_max);
     /* the weights: another engine's over this model, or a new copy (under
@@ -387,6 +388,8 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
              cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->tickets, 0, tickets, s->stream, e);
+    if (rc == 0)
+        s->norm_ticket = s->tickets + z->k_max / 32 + 1;
     /* off unless asked: on the H200 (BENCHMARKS, seventeenth session) the
      * best setting, 32 MB after each QKV by 16 CTAs, made the 8B's steps 1%
      * faster and the 0.5B's 4% and Gemma 270M's 3% slower */
@@ -425,6 +428,30 @@ static bool feeds_q8(const struct graph *g, int i)
     return next && op_is_matmul(next->op) && next->src[0] == i && all_q8(next);
 }
 
+/* The node after i that computes something, or -1. */
+static int next_active(const struct graph *g, int i)
+{
+    for (int j = i + 1; j < g->n; j++)
+        if (!op_is_passive(g->node[j].op))
+            return j;
+    return -1;
+}
+
+/* The node right after matmul node i (one column, quantized weights, the
+ * residual) that is an RMS norm of its output into Q8_1, which the
+ * matmul's launch can form (cuda_matmul_add_norm, in a build that has
+ * it), or -1. */
+static int norm_after_matmul(const struct graph *g, int i)
+{
+    const struct node *n = &g->node[i];
+    const int j = cuda_matmul_norm_built() && n->op == OP_MATMUL_ADD && n->ne[1] == 1 ? next_active(g, i) : -1;
+    const struct node *nn = j >= 0 ? &g->node[j] : NULL;
+    return nn && nn->op == OP_RMS_NORM_Q8 && nn->dtype == ACT_Q8_1 && nn->src[0] == i && nn->ne[1] == 1 &&
+                   cuda_matmul_takes_q8(n->p.w[0]->type) && n->ne[0] % 32 == 0 && n->ne[0] <= 8192
+               ? j
+               : -1;
+}
+
 static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct error *e)
 {
     const struct node *n = &g->node[i], *x = &g->node[n->src[0]];
@@ -450,6 +477,13 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     switch (n->op) {
     case OP_MATMUL: case OP_MATMUL_ADD: {
         const struct cuda_matrix m[1] = { MAT(w[0], n->p.bias[0], y) };
+        const int j = xq ? norm_after_matmul(g, i) : -1;
+        if (j >= 0) {
+            const struct node *nn = &g->node[j];
+            s->skip[0] = j;
+            return cuda_matmul_add_norm(m, k, xq, (const float *)data(s, g, n->src[1]), (const float *)dev_of(s, nn->p.w[0]),
+                                        nn->p.eps, data(s, g, j), s->norm_ticket, s->special, s->stream, e);
+        }
         return cuda_matmul_multi(m, 1, k, xq, xf, nt, n->op == OP_MATMUL_ADD ? (const float *)data(s, g, n->src[1]) : NULL,
                                  n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, NULL, s->special, s->stream, e);
     }
@@ -470,15 +504,6 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     default: return fail(e, "not a matmul: %s", graph_op_name(n->op));
     }
 #undef MAT
-}
-
-/* The node after i that computes something, or -1. */
-static int next_active(const struct graph *g, int i)
-{
-    for (int j = i + 1; j < g->n; j++)
-        if (!op_is_passive(g->node[j].op))
-            return j;
-    return -1;
 }
 
 /* Head norm / RoPE of node i, and of the next active node in the same

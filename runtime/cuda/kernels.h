@@ -168,6 +168,17 @@ extern const int cuda_kernel_table_count;
 int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
                       const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
                       const struct cuda_kernel *special, void *stream, struct error *e);
+/* A decode step's one matrix of quantized weights with the residual res
+ * (cuda_matmul_multi's CUDA_EPI_ADD, one column) whose launch also forms
+ * the RMS norm of its output (norm weights norm_w, eps; rows a multiple
+ * of 32, at most 8192) into the Q8_1 blocks at q8, as cuda_rms_norm would:
+ * its last CTA to finish does (ticket: one unsigned, zero between
+ * launches, and left so). Only where cuda_matmul_norm_built: a measuring
+ * build's, until it is measured (matmul_kernel.cuh: norm_after). */
+bool cuda_matmul_norm_built(void);
+int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, const void *xq, const float *res, const float *norm_w,
+                         float eps, void *q8, unsigned *ticket, const struct cuda_kernel *special, void *stream,
+                         struct error *e);
 /* Whether special has a typed entry (rows and types fixed) for a decode
  * launch of these n_mat matrices of row length k (pair: a SwiGLU/GeGLU
  * pair's gate and up): what cuda_matmul_multi would run it with. */

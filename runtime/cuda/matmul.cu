@@ -147,12 +147,23 @@ static cuda_matmul_fn special_for(const struct cuda_kernel *special, const struc
     return NULL;
 }
 
-extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,
-                                 int64_t nt, const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
-                                 const struct cuda_kernel *special, void *stream, struct error *e)
+/* cuda_matmul_multi, and with norm (cuda_matmul_add_norm's) the norm of
+ * the output by the launch's last CTA. */
+struct mm_norm {
+    const float *w;
+    float eps;
+    void *q8;
+    unsigned *ticket;
+};
+
+static int matmul_launch(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
+                         const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
+                         const struct cuda_kernel *special, const struct mm_norm *norm, void *stream, struct error *e)
 {
     struct mm_args a;
     memset(&a, 0, sizeof a);
+    if (norm)
+        a.norm_w = norm->w, a.norm_eps = norm->eps, a.norm_q8 = (uint8_t *)norm->q8, a.norm_ticket = norm->ticket;
     a.glu = epi == CUDA_EPI_PAIR_GELU ? GLU_GELU : GLU_SILU;
     epi = epi == CUDA_EPI_PAIR_GELU ? CUDA_EPI_PAIR : epi; /* the kernel's pair reads the gate from a.glu */
     if (n_mat < 1 || n_mat > 3 || (epi == CUDA_EPI_PAIR && n_mat != 2) ||
@@ -200,7 +211,7 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     a.n_mat = epi == CUDA_EPI_PAIR ? 1 : n_mat;
     if (cuda_launch_begin("matmul_kernel", e))
         return -1;
-    if (nt > CUDA_PROMPT_MIN_COLUMNS) {
+    if (nt > CUDA_PROMPT_MIN_COLUMNS && !norm) {
         const int rc = mmq_matmul(a, n_mat, q8_out, s, e);
         if (rc <= 0)
             return rc;
@@ -213,6 +224,35 @@ extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t
     else
         launch_shape<0, true>(type, a, rows, s);
     return cuda_launch_end("matmul_kernel", e);
+}
+
+extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,
+                                 int64_t nt, const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
+                                 const struct cuda_kernel *special, void *stream, struct error *e)
+{
+    return matmul_launch(m, n_mat, k, xq, xf, nt, res, epi, q8_out, tickets, special, NULL, stream, e);
+}
+
+extern "C" bool cuda_matmul_norm_built(void)
+{
+#ifdef MINFER_NORM_IN_MATMUL
+    return true;
+#else
+    return false;
+#endif
+}
+
+extern "C" int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, const void *xq, const float *res,
+                                    const float *norm_w, float eps, void *q8, unsigned *ticket,
+                                    const struct cuda_kernel *special, void *stream, struct error *e)
+{
+    if (!cuda_matmul_norm_built())
+        return fail(e, "matmul with its norm: not in this build (tools/build-variant.sh NAME all -DMINFER_NORM_IN_MATMUL)");
+    if (!cuda_matmul_takes_q8(m->t) || !res || !norm_w || !q8 || !ticket || m->n % 32 || m->n > NORM_THREADS * 32)
+        return fail(e, "matmul with its norm: %s weights, %lld rows (a multiple of 32 up to %d), and a residual, norm "
+                       "weights, Q8_1 output and ticket", type_name(m->t), (long long)m->n, NORM_THREADS * 32);
+    const struct mm_norm norm = { norm_w, eps, q8, ticket };
+    return matmul_launch(m, 1, k, xq, NULL, 1, res, CUDA_EPI_ADD, NULL, NULL, special, &norm, stream, e);
 }
 
 extern "C" int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt,

@@ -10,6 +10,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
+#include "cuda/rms_cta.cuh"
 
 /* The warp's sum of v (every lane gets it), in a fixed butterfly. */
 __device__ static inline float warp_sum(float v)
@@ -54,7 +55,39 @@ struct mm_args {
     unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
+    /* a decode step's one matrix with the residual whose last CTA also
+     * forms the RMS norm of the output (norm_after): its weights, eps, the
+     * Q8_1 blocks it writes (NULL: no norm) and the launch's ticket */
+    const float *norm_w;
+    float norm_eps;
+    uint8_t *norm_q8;
+    unsigned *norm_ticket;
 };
+
+/* With a.norm_q8, at a decode launch's end (every thread of each CTA):
+ * the last CTA to finish (a ticket, zero between launches) forms the RMS
+ * norm of the output column into a.norm_q8, as the norm's own launch
+ * would, so the matmul after it need not wait for that launch. Compiled
+ * only into a measuring build (tools/build-variant.sh NAME all
+ * -DMINFER_NORM_IN_MATMUL) until it is measured: elsewhere the kernels
+ * are as they were, to the register. */
+__device__ static inline void norm_after(const struct mm_args &a)
+{
+#ifndef MINFER_NORM_IN_MATMUL
+    (void)a;
+#else
+    __shared__ bool last;
+    __syncthreads(); /* every warp's rows are written */
+    if (threadIdx.x == 0)
+        last = ticket_take(a.norm_ticket) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    rms_norm_q8_cta(a.m[0].y, a.norm_w, a.norm_eps, a.m[0].n, a.norm_q8);
+    if (threadIdx.x == 0)
+        *a.norm_ticket = 0; /* for the next launch */
+#endif
+}
 
 /* The blocks a lane takes at once for a quantized type T: the K-quants'
  * blocks whose codes share bytes (Q4_K and Q5_K 2, Q6_K 4), else one. */
@@ -400,6 +433,9 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
             if (lane == 0)
                 a.tickets[block] = 0; /* for the next launch */
         }
+    } else if constexpr (!PAIR) {
+        if (a.norm_q8)
+            norm_after(a);
     }
 }
 
@@ -451,6 +487,9 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
         }
     }
     timeline_mark(TIMELINE_DONE);
+    if constexpr (!PAIR)
+        if (a.norm_q8)
+            norm_after(a);
 }
 
 /* matmul_loop_kernel with each row taken by a team of TW warps (one
@@ -525,6 +564,8 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
                 m.y[r] = x;
         }
     }
+    if (a.norm_q8)
+        norm_after(a);
 }
 
 /* The warps of a team in a loop launch of one quantized type: 2 (the 8B's

@@ -41,6 +41,7 @@ static inline double gelu_d(double v) { return 0.5 * v * (1 + tanh(sqrt(2 / M_PI
 /* The tests, by file. */
 void test_matmul_matches_the_reference(void);
 void test_matmul_per_model_gives_the_generic_bits(void);
+void test_matmul_forms_the_norm_after_it(void);
 void test_kernels_embed(void);
 void test_kernels_norms(void);
 void test_kernels_attention(void);

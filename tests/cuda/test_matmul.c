@@ -427,3 +427,68 @@ void test_matmul_matches_the_reference(void)
               strcmp(e.msg, "matmul: no GPU kernel for weight type Q3_K") == 0,
           "%s", e.msg);
 }
+
+/* A decode matmul with the residual that forms the RMS norm after it
+ * (cuda_matmul_add_norm) against the matmul's launch, then the norm's:
+ * the same output and the same Q8_1 blocks, bit for bit, twice over (the
+ * launch leaves its ticket at zero for the next). The shapes take each
+ * launch kind: 4-warp CTAs (Q4_K, 4096 rows: one wave), Q8_0's two rows a
+ * warp, the 0.5B's short rows (Q5_0, 896), the team loop (Q6_K rows of
+ * 12288). */
+static bool norm_after_case(enum tensor_type t, int64_t k, int64_t n)
+{
+    struct error e;
+    size_t wb = type_bytes(t, (uint64_t)(k * n)), qb = (size_t)(n / 32) * 36, yb = (size_t)n * 4;
+    float *wf = randoms(k * n, 0.02f), *x = randoms(k, 1), *res = randoms(n, 1), *nw = randoms(n, 1);
+    uint8_t *wq = malloc(wb), *xq = malloc((size_t)(k / 32) * 36);
+    quantize_row(t, wf, wq, k * n);
+    quant_q8_1(x, xq, k);
+    void *dw = up_rows(t, k, n, wq), *dxq = up(xq, (size_t)(k / 32) * 36), *dres = up(res, yb), *dnw = up(nw, yb);
+    void *dy[2] = { up(NULL, yb), up(NULL, yb) }, *dq[2] = { up(NULL, qb), up(NULL, qb) };
+    unsigned zero = 0, ticket_after = 1;
+    unsigned *dt = up(&zero, sizeof zero);
+    const struct cuda_matrix m[2] = { { t, dw, n, NULL, dy[0] }, { t, dw, n, NULL, dy[1] } };
+    bool ok = CHECK(cuda_matmul_multi(&m[0], 1, k, dxq, NULL, 1, dres, CUDA_EPI_ADD, NULL, NULL, NULL, NULL, &e) == 0 &&
+                        cuda_rms_norm(dy[0], dnw, 1e-6f, n, 1, NULL, NULL, dq[0], NULL, &e) == 0,
+                    "%s", e.msg);
+    for (int round = 0; round < 2 && ok; round++) {
+        ok = CHECK(cuda_matmul_add_norm(&m[1], k, dxq, dres, dnw, 1e-6f, dq[1], dt, NULL, NULL, &e) == 0, "%s", e.msg);
+        float *y[2] = { malloc(yb), malloc(yb) };
+        uint8_t *q[2] = { malloc(qb), malloc(qb) };
+        if (ok) {
+            for (int j = 0; j < 2; j++)
+                down(y[j], dy[j], yb), down(q[j], dq[j], qb);
+            down(&ticket_after, dt, sizeof ticket_after);
+            ok = CHECK(memcmp(y[0], y[1], yb) == 0, "%s matmul with its norm: the output differs", type_name(t)) &&
+                 CHECK(memcmp(q[0], q[1], qb) == 0, "%s matmul with its norm: the Q8_1 blocks differ from the norm's launch",
+                       type_name(t)) &&
+                 CHECK(ticket_after == 0, "%s matmul with its norm: the ticket left at %u", type_name(t), ticket_after);
+        }
+        free(y[0]), free(y[1]), free(q[0]), free(q[1]);
+    }
+    cuda_free(dw), cuda_free(dxq), cuda_free(dres), cuda_free(dnw), cuda_free(dt);
+    for (int j = 0; j < 2; j++)
+        cuda_free(dy[j]), cuda_free(dq[j]);
+    free(wf), free(x), free(res), free(nw), free(wq), free(xq);
+    return ok;
+}
+
+void test_matmul_forms_the_norm_after_it(void)
+{
+    struct error e;
+    if (!cuda_matmul_norm_built()) {
+        CHECK(cuda_matmul_add_norm(&(struct cuda_matrix){ TYPE_Q4_K, NULL, 64, NULL, NULL }, 256, NULL, NULL, NULL, 1e-6f,
+                                   NULL, NULL, NULL, NULL, &e) == -1 && strstr(e.msg, "not in this build"),
+              "%s", e.msg);
+        test_skip("the norm in the matmul is a measuring build's (tools/build-variant.sh NAME all -DMINFER_NORM_IN_MATMUL)");
+        return;
+    }
+    if (!norm_after_case(TYPE_Q4_K, 4096, 4096) || !norm_after_case(TYPE_Q8_0, 4096, 4096) ||
+        !norm_after_case(TYPE_Q5_0, 896, 896) || !norm_after_case(TYPE_Q6_K, 12288, 4096))
+        return;
+    printf("    Q4_K, Q8_0, Q5_0 and Q6_K (rows of 12288) launches with their norms: the norm launch's bits\n");
+    CHECK(cuda_matmul_add_norm(&(struct cuda_matrix){ TYPE_F16, NULL, 64, NULL, NULL }, 64, NULL, NULL, NULL, 1e-6f, NULL,
+                               NULL, NULL, NULL, &e) == -1 &&
+              strstr(e.msg, "matmul with its norm: F16 weights"),
+          "%s", e.msg);
+}
