@@ -482,7 +482,7 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
             const struct node *nn = &g->node[j];
             s->skip[0] = j;
             return cuda_matmul_add_norm(m, k, xq, (const float *)data(s, g, n->src[1]), (const float *)dev_of(s, nn->p.w[0]),
-                                        nn->p.eps, data(s, g, j), s->norm_ticket, s->special, s->stream, e);
+                                        nn->p.eps, data(s, g, j), s->norm_ticket, s->stream, e);
         }
         return cuda_matmul_multi(m, 1, k, xq, xf, nt, n->op == OP_MATMUL_ADD ? (const float *)data(s, g, n->src[1]) : NULL,
                                  n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, NULL, s->special, s->stream, e);

@@ -173,12 +173,12 @@ int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const v
  * the RMS norm of its output (norm weights norm_w, eps; rows a multiple
  * of 32, at most 8192) into the Q8_1 blocks at q8, as cuda_rms_norm would:
  * its last CTA to finish does (ticket: one unsigned, zero between
- * launches, and left so). Only where cuda_matmul_norm_built: a measuring
- * build's, until it is measured (matmul_kernel.cuh: norm_after). */
+ * launches, and left so); by the runtime-shaped kernels, a per-model
+ * build's not. Only where cuda_matmul_norm_built: a measuring build's,
+ * until it is measured (matmul_kernel.cuh: norm_after). */
 bool cuda_matmul_norm_built(void);
 int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, const void *xq, const float *res, const float *norm_w,
-                         float eps, void *q8, unsigned *ticket, const struct cuda_kernel *special, void *stream,
-                         struct error *e);
+                         float eps, void *q8, unsigned *ticket, void *stream, struct error *e);
 /* Whether special has a typed entry (rows and types fixed) for a decode
  * launch of these n_mat matrices of row length k (pair: a SwiGLU/GeGLU
  * pair's gate and up): what cuda_matmul_multi would run it with. */

@@ -243,8 +243,8 @@ extern "C" bool cuda_matmul_norm_built(void)
 }
 
 extern "C" int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, const void *xq, const float *res,
-                                    const float *norm_w, float eps, void *q8, unsigned *ticket,
-                                    const struct cuda_kernel *special, void *stream, struct error *e)
+                                    const float *norm_w, float eps, void *q8, unsigned *ticket, void *stream,
+                                    struct error *e)
 {
     if (!cuda_matmul_norm_built())
         return fail(e, "matmul with its norm: not in this build (tools/build-variant.sh NAME all -DMINFER_NORM_IN_MATMUL)");
@@ -252,7 +252,8 @@ extern "C" int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, cons
         return fail(e, "matmul with its norm: %s weights, %lld rows (a multiple of 32 up to %d), and a residual, norm "
                        "weights, Q8_1 output and ticket", type_name(m->t), (long long)m->n, NORM_THREADS * 32);
     const struct mm_norm norm = { norm_w, eps, q8, ticket };
-    return matmul_launch(m, 1, k, xq, NULL, 1, res, CUDA_EPI_ADD, NULL, NULL, special, &norm, stream, e);
+    /* the runtime-shaped kernels: a per-model build's (generated kernels.cu) are built without the norm */
+    return matmul_launch(m, 1, k, xq, NULL, 1, res, CUDA_EPI_ADD, NULL, NULL, NULL, &norm, stream, e);
 }
 
 extern "C" int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt,

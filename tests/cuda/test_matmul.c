@@ -452,7 +452,7 @@ static bool norm_after_case(enum tensor_type t, int64_t k, int64_t n)
                         cuda_rms_norm(dy[0], dnw, 1e-6f, n, 1, NULL, NULL, dq[0], NULL, &e) == 0,
                     "%s", e.msg);
     for (int round = 0; round < 2 && ok; round++) {
-        ok = CHECK(cuda_matmul_add_norm(&m[1], k, dxq, dres, dnw, 1e-6f, dq[1], dt, NULL, NULL, &e) == 0, "%s", e.msg);
+        ok = CHECK(cuda_matmul_add_norm(&m[1], k, dxq, dres, dnw, 1e-6f, dq[1], dt, NULL, &e) == 0, "%s", e.msg);
         float *y[2] = { malloc(yb), malloc(yb) };
         uint8_t *q[2] = { malloc(qb), malloc(qb) };
         if (ok) {
@@ -478,7 +478,7 @@ void test_matmul_forms_the_norm_after_it(void)
     struct error e;
     if (!cuda_matmul_norm_built()) {
         CHECK(cuda_matmul_add_norm(&(struct cuda_matrix){ TYPE_Q4_K, NULL, 64, NULL, NULL }, 256, NULL, NULL, NULL, 1e-6f,
-                                   NULL, NULL, NULL, NULL, &e) == -1 && strstr(e.msg, "not in this build"),
+                                   NULL, NULL, NULL, &e) == -1 && strstr(e.msg, "not in this build"),
               "%s", e.msg);
         test_skip("the norm in the matmul is a measuring build's (tools/build-variant.sh NAME all -DMINFER_NORM_IN_MATMUL)");
         return;
@@ -488,7 +488,7 @@ void test_matmul_forms_the_norm_after_it(void)
         return;
     printf("    Q4_K, Q8_0, Q5_0 and Q6_K (rows of 12288) launches with their norms: the norm launch's bits\n");
     CHECK(cuda_matmul_add_norm(&(struct cuda_matrix){ TYPE_F16, NULL, 64, NULL, NULL }, 64, NULL, NULL, NULL, 1e-6f, NULL,
-                               NULL, NULL, NULL, &e) == -1 &&
+                               NULL, NULL, &e) == -1 &&
               strstr(e.msg, "matmul with its norm: F16 weights"),
           "%s", e.msg);
 }
