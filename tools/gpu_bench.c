@@ -338,7 +338,9 @@ int main(int argc, char **argv)
         int copies = (int)(wbytes >= L2_FLUSH_BYTES / 2 ? 2 : (L2_FLUSH_BYTES + wbytes - 1) / wbytes);
         copies = copies > COPIES_MAX ? COPIES_MAX : copies; /* a matrix under 8 MiB: some L2 hits remain */
         void *dw[COPIES_MAX], *dx, *dxf, *dy, *dq;
-        unsigned *dt, *zero = calloc((size_t)(n / 32), sizeof *zero);
+        float *dt;
+        uint8_t *full = malloc((size_t)n * 4);
+        memset(full, 0xff, (size_t)n * 4);
         const size_t stored = (size_t)n * cuda_row_bytes(shapes[s].t, k); /* the GPU's row layout */
         uint8_t *packed = malloc(stored);
         cuda_rows_pack(shapes[s].t, k, n, wq, packed);
@@ -347,8 +349,8 @@ int main(int argc, char **argv)
                 return fail_line(&e);
         free(packed);
         if (cuda_alloc(&dq, (size_t)(n / 32) * 36, "product q8_1", &e) ||
-            cuda_alloc((void **)&dt, (size_t)(n / 32) * sizeof *zero, "tickets", &e) ||
-            cuda_upload(dt, zero, (size_t)(n / 32) * sizeof *zero, &e) || cuda_alloc(&dxf, (size_t)k * 4, "x", &e) ||
+            cuda_alloc((void **)&dt, (size_t)n * 4, "the pair's rows", &e) ||
+            cuda_upload(dt, full, (size_t)n * 4, &e) || cuda_alloc(&dxf, (size_t)k * 4, "x", &e) ||
             cuda_alloc(&dx, (size_t)(k / 32) * 36, "x q8_1", &e) || cuda_alloc(&dy, (size_t)n * 4, "y", &e) ||
             cuda_upload(dxf, row, (size_t)k * 4, &e) || cuda_quantize_q8_1(dxf, dx, k, NULL, &e) ||
             cuda_matmul(shapes[s].t, dw[0], k, n, dx, 1, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) || cuda_timer_start(&t, &e))
@@ -370,7 +372,7 @@ int main(int argc, char **argv)
         for (int c = 0; c < copies; c++)
             cuda_free(dw[c]);
         cuda_free(dq), cuda_free(dt), cuda_free(dx), cuda_free(dxf), cuda_free(dy);
-        free(wq), free(row), free(zero);
+        free(wq), free(row), free(full);
     }
     if (only >= 0)
         return 0;

@@ -50,8 +50,7 @@ struct cuda_state {
     int q8_of;
     int skip[2];          /* nodes an earlier launch computed (K's RoPE with Q's, the KV store with K's) */
     float *att;           /* attention partials */
-    unsigned *tickets;    /* the SwiGLU pair's Q8_1 blocks (cuda_matmul_multi), zero between launches */
-    unsigned *norm_ticket; /* after them: a matmul that forms the norm after it (cuda_matmul_add_norm) */
+    float *pair_y;        /* a decode pair's rows on their way to Q8_1 (cuda_matmul_multi), every bit set between launches */
     void *argmax;         /* the argmax's scratch (cuda_argmax_scratch_bytes) */
     /* The argmax's token id, page-locked and written by the kernel itself
      * (token_dev its device address), ready once token_ready has passed */
@@ -211,7 +210,7 @@ static void cuda_free_state(void *state)
     cuda_free(s->q8[0]);
     cuda_free(s->q8[1]);
     cuda_free(s->att);
-    cuda_free(s->tickets);
+    cuda_free(s->pair_y);
     cuda_free(s->argmax);
     cuda_host_free((void *)s->token);
     cuda_event_destroy(s->token_ready);
@@ -338,8 +337,8 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     s->q8_bytes = (size_t)(z->k_max / 32 + 1) * 36 * (size_t)z->n_batch;
     s->staging_region = ((size_t)z->n_batch * sizeof(int32_t) + 255) & ~(size_t)255;
     size_t att = cuda_attention_scratch_floats(z->head_dim, z->n_head, z->n_ctx, s->chunk) * sizeof(float);
-    /* one ticket per 32 rows of a SwiGLU pair whose Q8_1 product a matmul of row length <= k_max reads */
-    size_t tickets = (size_t)(z->k_max / 32 + 2) * sizeof(unsigned); /* and the norm's */
+    /* the rows of a SwiGLU pair whose Q8_1 product a matmul of row length <= k_max reads */
+    size_t pair_y = (size_t)z->k_max * sizeof(float);
     /* the prompt matmuls' stream scratch, sized here: it cannot grow inside a captured prompt */
     const size_t prompt_scratch = cuda_prompt_scratch_bytes(z->n_batch, z->k_max);
     /* the weights: another engine's over this model, or a new copy (under
@@ -349,14 +348,14 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     size_t weights = 0;
     for (int i = 0; i < m->n_w && !s->weights; i++)
         weights += weight_bytes(&m->w[i]);
-    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + tickets + prompt_scratch;
+    size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + pair_y + prompt_scratch;
     size_t free_b = 0, total_b = 0;
     int rc = cuda_device_query(0, &s->info, e) || cuda_mem_info(&free_b, &total_b, e);
     if (!rc && need > free_b)
         rc = fail(e, "cuda: the model needs %.1f MiB of device memory (weights %.1f%s, KV cache %.1f, activations %.1f, "
                      "scratch %.1f) and %.1f MiB are free", (double)need / 1048576, (double)weights / 1048576,
                   s->weights ? ": shared with another engine" : "", (double)kv / 1048576,
-                  (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + tickets + prompt_scratch) / 1048576,
+                  (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + pair_y + prompt_scratch) / 1048576,
                   (double)free_b / 1048576);
     if (!rc && !s->weights) {
         struct device_weights *w = calloc(1, sizeof *w);
@@ -378,7 +377,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc((void **)&s->kv_k, kv / 2, "the K cache", e) || cuda_alloc((void **)&s->kv_v, kv / 2, "the V cache", e) ||
              cuda_alloc(&s->q8[0], s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc(&s->q8[1], s->q8_bytes, "Q8_1 scratch", e) ||
              cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
-             cuda_alloc((void **)&s->tickets, tickets, "matmul tickets", e) ||
+             cuda_alloc((void **)&s->pair_y, pair_y, "the pair's rows", e) ||
              cuda_alloc(&s->argmax, cuda_argmax_scratch_bytes(), "argmax scratch", e) ||
              cuda_memset_async(s->argmax, 0, cuda_argmax_scratch_bytes(), s->stream, e) ||
              cuda_host_alloc((void **)&s->token, sizeof(int32_t), "the argmax's token", e) ||
@@ -387,9 +386,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              (prompt_scratch && cuda_stream_scratch(s->stream, prompt_scratch, &scratch, e)) ||
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
-             cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->tickets, 0, tickets, s->stream, e);
-    if (rc == 0)
-        s->norm_ticket = s->tickets + z->k_max / 32 + 1;
+             cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->pair_y, 0xff, pair_y, s->stream, e);
     /* off unless asked: on the H200 (BENCHMARKS, seventeenth session) the
      * best setting, 32 MB after each QKV by 16 CTAs, made the 8B's steps 1%
      * faster and the 0.5B's 4% and Gemma 270M's 3% slower */
@@ -428,30 +425,6 @@ static bool feeds_q8(const struct graph *g, int i)
     return next && op_is_matmul(next->op) && next->src[0] == i && all_q8(next);
 }
 
-/* The node after i that computes something, or -1. */
-static int next_active(const struct graph *g, int i)
-{
-    for (int j = i + 1; j < g->n; j++)
-        if (!op_is_passive(g->node[j].op))
-            return j;
-    return -1;
-}
-
-/* The node right after matmul node i (one column, quantized weights, the
- * residual) that is an RMS norm of its output into Q8_1, which the
- * matmul's launch can form (cuda_matmul_add_norm, in a build that has
- * it), or -1. */
-static int norm_after_matmul(const struct graph *g, int i)
-{
-    const struct node *n = &g->node[i];
-    const int j = cuda_matmul_norm_built() && n->op == OP_MATMUL_ADD && n->ne[1] == 1 ? next_active(g, i) : -1;
-    const struct node *nn = j >= 0 ? &g->node[j] : NULL;
-    return nn && nn->op == OP_RMS_NORM_Q8 && nn->dtype == ACT_Q8_1 && nn->src[0] == i && nn->ne[1] == 1 &&
-                   cuda_matmul_takes_q8(n->p.w[0]->type) && n->ne[0] % 32 == 0 && n->ne[0] <= 8192
-               ? j
-               : -1;
-}
-
 static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct error *e)
 {
     const struct node *n = &g->node[i], *x = &g->node[n->src[0]];
@@ -477,13 +450,6 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     switch (n->op) {
     case OP_MATMUL: case OP_MATMUL_ADD: {
         const struct cuda_matrix m[1] = { MAT(w[0], n->p.bias[0], y) };
-        const int j = xq ? norm_after_matmul(g, i) : -1;
-        if (j >= 0) {
-            const struct node *nn = &g->node[j];
-            s->skip[0] = j;
-            return cuda_matmul_add_norm(m, k, xq, (const float *)data(s, g, n->src[1]), (const float *)dev_of(s, nn->p.w[0]),
-                                        nn->p.eps, data(s, g, j), s->norm_ticket, s->stream, e);
-        }
         return cuda_matmul_multi(m, 1, k, xq, xf, nt, n->op == OP_MATMUL_ADD ? (const float *)data(s, g, n->src[1]) : NULL,
                                  n->op == OP_MATMUL_ADD ? CUDA_EPI_ADD : CUDA_EPI_NONE, NULL, NULL, s->special, s->stream, e);
     }
@@ -496,7 +462,7 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
         const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
         bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1] && cuda_pair_writes_q8(w[0]->type, nt);
         if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, n->p.glu == GLU_GELU ? CUDA_EPI_PAIR_GELU : CUDA_EPI_PAIR,
-                              q8 ? s->q8[1] : NULL, s->tickets, s->special, s->stream, e))
+                              q8 ? s->q8[1] : NULL, s->pair_y, s->special, s->stream, e))
             return -1;
         s->q8_of = q8 ? i : -1;
         return 0;
@@ -504,6 +470,15 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     default: return fail(e, "not a matmul: %s", graph_op_name(n->op));
     }
 #undef MAT
+}
+
+/* The node after i that computes something, or -1. */
+static int next_active(const struct graph *g, int i)
+{
+    for (int j = i + 1; j < g->n; j++)
+        if (!op_is_passive(g->node[j].op))
+            return j;
+    return -1;
 }
 
 /* Head norm / RoPE of node i, and of the next active node in the same

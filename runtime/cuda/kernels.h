@@ -161,24 +161,14 @@ extern const struct cuda_kernel_table cuda_kernel_tables[];
 extern const int cuda_kernel_table_count;
 
 /* special: a table whose entry for row length k runs a decode step (nt 1),
- * or NULL for the generic kernel throughout. With q8_out, tickets holds
- * m[0].n / 32 unsigned ints, all zero (every launch leaves them so): in a
- * decode step the CTAs of each 32-row block count themselves in, and the
- * last to finish quantizes the block (whoever it is, from the same values). */
+ * or NULL for the generic kernel throughout. With q8_out at one column,
+ * scratch holds m[0].n floats with every bit set (every launch leaves
+ * them so): the launch's rows go there as they are computed, and its
+ * first CTAs, polling, quantize each 32-row block once all its rows are in
+ * (matmul_kernel.cuh: pair_spin), with no ticket or fence. */
 int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
-                      const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
+                      const float *res, enum cuda_epilogue epi, void *q8_out, float *scratch,
                       const struct cuda_kernel *special, void *stream, struct error *e);
-/* A decode step's one matrix of quantized weights with the residual res
- * (cuda_matmul_multi's CUDA_EPI_ADD, one column) whose launch also forms
- * the RMS norm of its output (norm weights norm_w, eps; rows a multiple
- * of 32, at most 8192) into the Q8_1 blocks at q8, as cuda_rms_norm would:
- * its last CTA to finish does (ticket: one unsigned, zero between
- * launches, and left so); by the runtime-shaped kernels, a per-model
- * build's not. Only where cuda_matmul_norm_built: a measuring build's,
- * until it is measured (matmul_kernel.cuh: norm_after). */
-bool cuda_matmul_norm_built(void);
-int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, const void *xq, const float *res, const float *norm_w,
-                         float eps, void *q8, unsigned *ticket, void *stream, struct error *e);
 /* Whether special has a typed entry (rows and types fixed) for a decode
  * launch of these n_mat matrices of row length k (pair: a SwiGLU/GeGLU
  * pair's gate and up): what cuda_matmul_multi would run it with. */

@@ -22,12 +22,12 @@
 
 bool cuda_matmul_takes_q8(enum tensor_type t) { return t != TYPE_F32 && t != TYPE_F16 && t != TYPE_BF16; }
 
-/* A decode step's pair writes its product as Q8_1 itself (its CTAs count
- * in per 32-row block, the last quantizes) only for Q8_0 weights: for the
- * others the next matmul's own quantize launch is shorter than the
- * tickets' fence, atomic and re-read at the pair's end (tg128 against the
- * tickets: 0.5B, Q5_0 pair, x1.076; 8B Q4_K x1.008; 8B Q8_0 x0.943). A
- * batch's 32-warp CTAs quantize their own blocks without tickets. */
+/* A decode step's pair writes its product as Q8_1 itself (its first CTAs
+ * quantize each 32-row block as its rows come in: pair_spin) only for
+ * Q8_0 weights, where it replaced tickets (tg128 8B Q8_0 x1.055); for the
+ * others the next matmul's own quantize launch is as short or shorter
+ * (8B Q4_K x1.005, 0.5B Q5_0 pair x0.925: BENCHMARKS, twenty-second
+ * session). A batch's 32-warp CTAs quantize their own blocks. */
 bool cuda_pair_writes_q8(enum tensor_type t, int64_t nt) { return nt > 1 || t == TYPE_Q8_0; }
 
 /* Which tensor-core kernel a prompt's matrix of type t, n rows of k,
@@ -147,23 +147,12 @@ static cuda_matmul_fn special_for(const struct cuda_kernel *special, const struc
     return NULL;
 }
 
-/* cuda_matmul_multi, and with norm (cuda_matmul_add_norm's) the norm of
- * the output by the launch's last CTA. */
-struct mm_norm {
-    const float *w;
-    float eps;
-    void *q8;
-    unsigned *ticket;
-};
-
-static int matmul_launch(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
-                         const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
-                         const struct cuda_kernel *special, const struct mm_norm *norm, void *stream, struct error *e)
+extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,
+                                 int64_t nt, const float *res, enum cuda_epilogue epi, void *q8_out, float *scratch,
+                                 const struct cuda_kernel *special, void *stream, struct error *e)
 {
     struct mm_args a;
     memset(&a, 0, sizeof a);
-    if (norm)
-        a.norm_w = norm->w, a.norm_eps = norm->eps, a.norm_q8 = (uint8_t *)norm->q8, a.norm_ticket = norm->ticket;
     a.glu = epi == CUDA_EPI_PAIR_GELU ? GLU_GELU : GLU_SILU;
     epi = epi == CUDA_EPI_PAIR_GELU ? CUDA_EPI_PAIR : epi; /* the kernel's pair reads the gate from a.glu */
     if (n_mat < 1 || n_mat > 3 || (epi == CUDA_EPI_PAIR && n_mat != 2) ||
@@ -187,9 +176,9 @@ static int matmul_launch(const struct cuda_matrix *m, int n_mat, int64_t k, cons
     }
     if (epi == CUDA_EPI_PAIR && m[1].n != m[0].n)
         return fail(e, "matmul: a gate of %lld rows and an up of %lld", (long long)m[0].n, (long long)m[1].n);
-    if (q8_out && (m[0].n % 32 || epi != CUDA_EPI_PAIR || !tickets))
-        return fail(e, "matmul: a Q8_1 product needs a gated (pair) epilogue, rows in multiples of 32 (not %lld) and tickets",
-                    (long long)m[0].n);
+    if (q8_out && (m[0].n % 32 || epi != CUDA_EPI_PAIR || (nt == 1 && !scratch)))
+        return fail(e, "matmul: a Q8_1 product needs a gated (pair) epilogue, rows in multiples of 32 (not %lld) and, "
+                       "for one column, a scratch", (long long)m[0].n);
     if (nt > 65535 * 8)
         return fail(e, "matmul: %lld columns", (long long)nt);
     a.xq = (const uint8_t *)xq;
@@ -199,7 +188,8 @@ static int matmul_launch(const struct cuda_matrix *m, int n_mat, int64_t k, cons
     a.res = res;
     a.epi = epi;
     a.q8_out = (uint8_t *)q8_out;
-    a.tickets = tickets;
+    if (q8_out && nt == 1) /* the rows into the scratch, the f32 product by the quantizing CTAs (pair_spin) */
+        a.spin_y = a.m[0].y = scratch, a.spin_out = m[0].y;
     cudaStream_t s = (cudaStream_t)stream;
     /* one launch: a pair (its rows are the gate's), or every matrix, of one type or mixed */
     int64_t rows = 0;
@@ -211,7 +201,7 @@ static int matmul_launch(const struct cuda_matrix *m, int n_mat, int64_t k, cons
     a.n_mat = epi == CUDA_EPI_PAIR ? 1 : n_mat;
     if (cuda_launch_begin("matmul_kernel", e))
         return -1;
-    if (nt > CUDA_PROMPT_MIN_COLUMNS && !norm) {
+    if (nt > CUDA_PROMPT_MIN_COLUMNS) {
         const int rc = mmq_matmul(a, n_mat, q8_out, s, e);
         if (rc <= 0)
             return rc;
@@ -224,36 +214,6 @@ static int matmul_launch(const struct cuda_matrix *m, int n_mat, int64_t k, cons
     else
         launch_shape<0, true>(type, a, rows, s);
     return cuda_launch_end("matmul_kernel", e);
-}
-
-extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,
-                                 int64_t nt, const float *res, enum cuda_epilogue epi, void *q8_out, unsigned *tickets,
-                                 const struct cuda_kernel *special, void *stream, struct error *e)
-{
-    return matmul_launch(m, n_mat, k, xq, xf, nt, res, epi, q8_out, tickets, special, NULL, stream, e);
-}
-
-extern "C" bool cuda_matmul_norm_built(void)
-{
-#ifdef MINFER_NORM_IN_MATMUL
-    return true;
-#else
-    return false;
-#endif
-}
-
-extern "C" int cuda_matmul_add_norm(const struct cuda_matrix *m, int64_t k, const void *xq, const float *res,
-                                    const float *norm_w, float eps, void *q8, unsigned *ticket, void *stream,
-                                    struct error *e)
-{
-    if (!cuda_matmul_norm_built())
-        return fail(e, "matmul with its norm: not in this build (tools/build-variant.sh NAME all -DMINFER_NORM_IN_MATMUL)");
-    if (!cuda_matmul_takes_q8(m->t) || !res || !norm_w || !q8 || !ticket || m->n % 32 || m->n > NORM_THREADS * 32)
-        return fail(e, "matmul with its norm: %s weights, %lld rows (a multiple of 32 up to %d), and a residual, norm "
-                       "weights, Q8_1 output and ticket", type_name(m->t), (long long)m->n, NORM_THREADS * 32);
-    const struct mm_norm norm = { norm_w, eps, q8, ticket };
-    /* the runtime-shaped kernels: a per-model build's (generated kernels.cu) are built without the norm */
-    return matmul_launch(m, 1, k, xq, NULL, 1, res, CUDA_EPI_ADD, NULL, NULL, NULL, &norm, stream, e);
 }
 
 extern "C" int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt,

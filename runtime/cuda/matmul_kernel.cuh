@@ -10,7 +10,6 @@
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
-#include "cuda/rms_cta.cuh"
 
 /* The warp's sum of v (every lane gets it), in a fixed butterfly. */
 __device__ static inline float warp_sum(float v)
@@ -52,41 +51,78 @@ struct mm_args {
     int epi;           /* CUDA_EPI_NONE, _ADD or _PAIR (with glu) */
     int glu;           /* CUDA_EPI_PAIR: enum glu_gate */
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
-    unsigned *tickets; /* with q8_out: one per 32-row block, zero between launches */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
-    /* a decode step's one matrix with the residual whose last CTA also
-     * forms the RMS norm of the output (norm_after): its weights, eps, the
-     * Q8_1 blocks it writes (NULL: no norm) and the launch's ticket */
-    const float *norm_w;
-    float norm_eps;
-    uint8_t *norm_q8;
-    unsigned *norm_ticket;
+    /* a decode pair with q8_out, whose first SPIN_CTAS CTAs form its Q8_1
+     * product as its rows come in (pair_spin): the rows go to spin_y
+     * (m[0].y: SPIN_EMPTY where none is yet), the f32 product to spin_out */
+    float *spin_y, *spin_out;
 };
 
-/* With a.norm_q8, at a decode launch's end (every thread of each CTA):
- * the last CTA to finish (a ticket, zero between launches) forms the RMS
- * norm of the output column into a.norm_q8, as the norm's own launch
- * would, so the matmul after it need not wait for that launch. Compiled
- * only into a measuring build (tools/build-variant.sh NAME all
- * -DMINFER_NORM_IN_MATMUL) until it is measured: elsewhere the kernels
- * are as they were, to the register. */
-__device__ static inline void norm_after(const struct mm_args &a)
+/* A spinning pair's CTAs that quantize (pair_spin), before those that
+ * compute rows; and the bits of a value not yet written (a NaN that no
+ * arithmetic gives: the GPU's NaNs are 0x7fffffff). */
+#define SPIN_CTAS 8
+#define SPIN_EMPTY 0xffffffffu
+
+/* A pair's product stored by lane 0 of its warp: with a spinning launch
+ * as one relaxed GPU-scope store, which the spinning CTAs poll, never its
+ * sentinel. */
+template <bool PAIR>
+__device__ static inline void product_store(const struct mm_args &a, float *y, float x)
 {
-#ifndef MINFER_NORM_IN_MATMUL
-    (void)a;
-#else
-    __shared__ bool last;
-    __syncthreads(); /* every warp's rows are written */
-    if (threadIdx.x == 0)
-        last = ticket_take(a.norm_ticket) == gridDim.x * gridDim.y - 1;
-    __syncthreads();
-    if (!last)
-        return;
-    rms_norm_q8_cta(a.m[0].y, a.norm_w, a.norm_eps, a.m[0].n, a.norm_q8);
-    if (threadIdx.x == 0)
-        *a.norm_ticket = 0; /* for the next launch */
-#endif
+    if (PAIR && a.spin_y) {
+        const unsigned bits = __float_as_uint(x) == SPIN_EMPTY ? 0x7fffffffu : __float_as_uint(x);
+        asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(y), "r"(bits) : "memory");
+    } else {
+        *y = x;
+    }
+}
+
+/* A spinning pair's quantizing CTA (blockIdx.x < SPIN_CTAS): its warps
+ * take the 32-row blocks SPIN_GROUP at a time (warp w of CTA c: blocks
+ * c + SPIN_CTAS w + j * step, j < SPIN_GROUP, then the next group), one
+ * load a lane for each block not yet done asked for at once, so a warp
+ * waits on L2 once a round, not once a block; a block whose 32 values are
+ * all in gets its Q8_1 (q8_1_block: the quantize launch's bits), its f32
+ * product and the sentinels back for the next launch. No ticket, fence
+ * or atomic: every value is its own flag, and the CTAs that compute rows
+ * only store. They cannot starve those CTAs: they hold SPIN_CTAS of the
+ * GPU's places, the rest free up as row CTAs finish, and the next launch's
+ * CTAs enter only once every CTA of this one has passed grid_begin. */
+#define SPIN_GROUP 8
+__device__ static void pair_spin(const struct mm_args &a)
+{
+    const int lane = threadIdx.x % 32;
+    const int64_t blocks = a.m[0].n / 32, step = (int64_t)SPIN_CTAS * (blockDim.x / 32);
+    for (int64_t first = blockIdx.x + (int64_t)(threadIdx.x / 32) * SPIN_CTAS; first < blocks; first += SPIN_GROUP * step) {
+        unsigned todo = 0;
+#pragma unroll
+        for (int j = 0; j < SPIN_GROUP; j++)
+            todo |= first + j * step < blocks ? 1u << j : 0u;
+        while (todo) {
+            unsigned bits[SPIN_GROUP];
+#pragma unroll
+            for (int j = 0; j < SPIN_GROUP; j++)
+                if (todo >> j & 1)
+                    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
+                                 : "=r"(bits[j])
+                                 : "l"((unsigned *)a.spin_y + (first + j * step) * 32 + lane)
+                                 : "memory");
+#pragma unroll
+            for (int j = 0; j < SPIN_GROUP; j++) {
+                if (!(todo >> j & 1) || !__all_sync(0xffffffffu, bits[j] != SPIN_EMPTY))
+                    continue;
+                const int64_t b = first + j * step;
+                const float v = __uint_as_float(bits[j]);
+                q8_1_block(v, a.q8_out + (size_t)b * 36);
+                a.spin_out[b * 32 + lane] = v;
+                asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"((unsigned *)a.spin_y + b * 32 + lane), "r"(SPIN_EMPTY)
+                             : "memory");
+                todo &= ~(1u << j);
+            }
+        }
+    }
 }
 
 /* The blocks a lane takes at once for a quantized type T: the K-quants'
@@ -342,7 +378,7 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
                     x = __fmul_rn(a.glu == GLU_GELU ? gelu(x) : silu(x), __shfl_sync(0xffffffffu, both, 16));
                 v[c] = x;
                 if (lane == 0)
-                    m.y[at] = x;
+                    product_store<PAIR>(a, &m.y[at], x);
             }
         }
     }
@@ -351,11 +387,10 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
 /* WARPS warps a CTA, RW output rows each (two sharing each activation
  * load, where every matrix has an even number of rows), every matrix of the launch of
  * type T (or each of its own, TYPE_MIXED); grid.y: groups of NC columns.
- * With Q8 (a SwiGLU product that the next matmul reads) the products also
- * go out as Q8_1 blocks of 32 rows: a batch's 32-warp CTAs quantize their
- * own; a decode step's small CTAs count themselves in per block (tickets)
- * and the last of a block quantizes it from the f32 products, so no CTA is
- * held to 32 registers a thread to fit 32 warps. With STAGE (sm_90), each
+ * With Q8 (a batch's SwiGLU product that the next matmul reads) the
+ * products also go out as Q8_1 blocks of 32 rows, each 32-warp CTA
+ * quantizing its own (a decode pair's: its first CTAs, pair_spin, so no
+ * CTA is held to 32 registers a thread to fit 32 warps). With STAGE (sm_90), each
  * warp's weights come into shared memory by one bulk copy (the TMA unit),
  * asked for before the grid dependency wait, so no register holds a load
  * in flight. At least one CTA an SM:
@@ -364,9 +399,10 @@ __device__ static inline void rows_out(const struct mm_args &a, int mi, int64_t 
  * bandwidth instead of 46%). FULL (staged launches of more CTAs than the
  * SMs hold at once; 4 warps): registers held to 64 a thread, so that 8
  * CTAs fit an SM (Q6_K's and the mixed launch's 89 held 5). PAIR (a
- * decode step's SwiGLU pair with an f32 product): the gate and up rows
- * share each activation load, as with Q8 (a kernel of its own: sharing
- * takes registers that the other launches would pay in occupancy). */
+ * decode step's SwiGLU pair, its product f32, or also Q8_1 by pair_spin):
+ * the gate and up rows share each activation load, as with Q8 (a kernel
+ * of its own: sharing takes registers that the other launches would pay
+ * in occupancy). */
 template <int T, int WARPS, int NC, bool Q8, int K, int RW = 1, bool STAGE = false, bool FULL = false, bool PAIR = false,
           class FIX = mm_runtime>
 __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const struct mm_args a)
@@ -377,9 +413,15 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t c0 = (int64_t)blockIdx.y * NC;
     const int nc = a.nt - c0 < NC ? (int)(a.nt - c0) : NC;
+    const int spin = PAIR && a.spin_y ? SPIN_CTAS : 0;
+    if (PAIR && (int)blockIdx.x < spin) {
+        grid_begin();
+        pair_spin(a);
+        return;
+    }
     int mi;
     int64_t r;
-    const bool live = find_row<FIX, PAIR>(a, ((int64_t)blockIdx.x * WARPS + warp) * RW, &mi, &r);
+    const bool live = find_row<FIX, PAIR>(a, ((int64_t)blockIdx.x - spin) * WARPS * RW + (int64_t)warp * RW, &mi, &r);
     uint8_t *mine = staged + (size_t)warp * a.stage;
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
         bulk_init(&staged_bar[warp]);
@@ -407,7 +449,8 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
         rows_out<T, NC, K, RW, Q8, PAIR, FIX>(a, mi, r, w0, up, xq, xf, c0, nc, v);
     }
     timeline_mark(TIMELINE_DONE);
-    if constexpr (Q8 && WARPS == 32) { /* the CTA's 32 rows are one block */
+    static_assert(!Q8 || WARPS == 32, "a Q8_1 product in the kernel: a batch's 32-warp CTAs (a decode pair's: pair_spin)");
+    if constexpr (Q8) { /* the CTA's 32 rows are one block */
         if (lane == 0)
             for (int c = 0; c < NC; c++)
                 outs[warp * NC + c] = live && c < nc ? v[c] : 0.0f;
@@ -416,26 +459,6 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
             const size_t out_bytes = (size_t)(a.m[0].n / 32) * 36;
             q8_1_block(outs[lane * NC + warp], a.q8_out + (size_t)(c0 + warp) * out_bytes + (size_t)blockIdx.x * 36);
         }
-    } else if constexpr (Q8) { /* 32 / WARPS CTAs make a block: the last to finish quantizes it */
-        static_assert(NC == 1 && 32 % WARPS == 0, "a ticketed Q8_1 product: one column, CTAs that tile 32 rows");
-        constexpr unsigned ctas = 32 / WARPS;
-        const unsigned block = blockIdx.x / ctas;
-        __shared__ bool last;
-        __syncthreads(); /* every warp's row is written */
-        if (threadIdx.x == 0) {
-            __threadfence(); /* ... and visible to the CTA that counts in last */
-            last = atomicAdd(&a.tickets[block], 1u) == ctas - 1;
-        }
-        __syncthreads();
-        if (last && warp == 0) {
-            __threadfence();
-            q8_1_block(__ldcg(&a.m[0].y[(size_t)block * 32 + lane]), a.q8_out + (size_t)block * 36);
-            if (lane == 0)
-                a.tickets[block] = 0; /* for the next launch */
-        }
-    } else if constexpr (!PAIR) {
-        if (a.norm_q8)
-            norm_after(a);
     }
 }
 
@@ -487,9 +510,6 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
         }
     }
     timeline_mark(TIMELINE_DONE);
-    if constexpr (!PAIR)
-        if (a.norm_q8)
-            norm_after(a);
 }
 
 /* matmul_loop_kernel with each row taken by a team of TW warps (one
@@ -564,8 +584,6 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
                 m.y[r] = x;
         }
     }
-    if (a.norm_q8)
-        norm_after(a);
 }
 
 /* The warps of a team in a loop launch of one quantized type: 2 (the 8B's
@@ -716,18 +734,19 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
+    const unsigned spin = PAIR && a.spin_y ? SPIN_CTAS : 0; /* a spinning pair's quantizing CTAs come first */
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
-            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>, dim3((unsigned)((rows / RW + 3) / 4)), 4 * 32,
-                   4 * (size_t)b.stage, s, b);
+            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>, dim3((unsigned)((rows / RW + 3) / 4) + spin),
+                   4 * 32, 4 * (size_t)b.stage, s, b);
             return;
         }
-    const dim3 grid((unsigned)((rows / RW + W - 1) / W));
+    const dim3 grid((unsigned)((rows / RW + W - 1) / W) + spin);
     if constexpr (W == 4 && RW == 1) {
-        if (b.stage && launch_loop<T, K, PAIR, FIX>(b, rows, s))
+        if (b.stage && !spin && launch_loop<T, K, PAIR, FIX>(b, rows, s))
             return;
         static std::atomic<long long> memo{ -1 };
-        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid.x, W * b.stage, &memo)) {
+        if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid.x - spin, W * b.stage, &memo)) {
             launch(matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
             return;
         }
@@ -755,8 +774,6 @@ static void launch_t(const struct mm_args &a, int64_t rows, cudaStream_t s)
             launch(matmul_kernel<T, 32, 8, true, K>, dim3((unsigned)(rows / 32), groups), 32 * 32, 0, s, a);
         else
             launch(matmul_kernel<T, 4, 8, false, K>, dim3((unsigned)((rows + 3) / 4), groups), 4 * 32, 0, s, a);
-    } else if (a.q8_out) {
-        launch(matmul_kernel<T, 4, 1, true, K, 1, false, false, false, FIX>, dim3((unsigned)(rows / 4)), 4 * 32, 0, s, a);
     } else {
         if constexpr (T == TYPE_Q8_0) /* two rows a warp: see above */
             if (a.epi != CUDA_EPI_PAIR && even_rows(a)) {

@@ -7,10 +7,10 @@
 
 #include "cuda/common.cuh"
 #include "cuda/device.h"
-#include "cuda/rms_cta.cuh"
 #include "cuda/kernels.h"
 #include "graph_ops.h"
 
+#define NORM_THREADS 256 /* a CTA's slice of a column: eight Q8_1 blocks */
 #define NORM_VALS 32     /* values a thread at most: rows of up to 8192 */
 #define HEAD_THREADS 128
 
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
         if (threadIdx.x + (int64_t)j * NORM_THREADS < d)
             ss += (double)xv[j] * xv[j];
     ss = block_sum(ss, partial);
-    const float scale = rms_scale(ss, d, eps);
+    const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
     if (step) {
         float x_own = 0.0f;
 #pragma unroll
@@ -207,7 +207,7 @@ __device__ static void head_norm_rope_one(const struct hnr_args &a, int64_t hh, 
         } else {
             ss = head_square_sum(xh, d);
         }
-        const float scale = rms_scale(ss, d, a.eps);
+        const float scale = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), a.eps)));
         for (int64_t i = t; i < d; i += n)
             v[i] = __fmul_rn(__fmul_rn(xh[i], scale), p->w[i]);
     } else {

@@ -156,7 +156,6 @@ static const struct {
     { "quantize_q8_1_refuses_ragged_length", quantize_q8_1_refuses_ragged_length },
     { "matmul_matches_the_reference", test_matmul_matches_the_reference },
     { "per_model_matmul_gives_the_generic_bits", test_matmul_per_model_gives_the_generic_bits },
-    { "matmul_forms_the_norm_after_it", test_matmul_forms_the_norm_after_it },
     { "prompt_matmul_on_tensor_cores", test_mmq_matches_the_reference },
     { "prompt_matmul_of_f16_and_bf16_weights", test_mmq_float_weights },
     { "prompt_matmul_of_wide_ranging_columns", test_mmq_wide_columns },

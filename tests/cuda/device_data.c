@@ -1,6 +1,7 @@
 /* device_data.c: device copies of test data for the CUDA kernel tests
  * (runner.h): made and freed in one place; a failure ends the run. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/device.h"
 #include "cuda/weight_layout.h"
@@ -31,11 +32,13 @@ void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf)
     return d;
 }
 
-/* n zeroed tickets for a SwiGLU pair's Q8_1 product */
-unsigned *tickets_up(int64_t n)
+/* n floats with every bit set: a decode pair's scratch for its Q8_1 product */
+float *pair_scratch_up(int64_t n)
 {
-    unsigned *zero = calloc((size_t)n, sizeof *zero), *d = up(zero, (size_t)n * sizeof *zero);
-    free(zero);
+    void *full = malloc((size_t)n * 4), *d;
+    memset(full, 0xff, (size_t)n * 4);
+    d = up(full, (size_t)n * 4);
+    free(full);
     return d;
 }
 

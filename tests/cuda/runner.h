@@ -32,7 +32,7 @@ void *up(const void *src, size_t bytes);                                /* a dev
 void *up_rows(enum tensor_type t, int64_t k, int64_t rows, const void *gguf); /* GGUF rows in the GPU's row layout */
 void down(void *dst, const void *src, size_t bytes);                   /* after the device is idle */
 float *randoms(int64_t n, float sd);                                    /* n normal values of deviation sd */
-unsigned *tickets_up(int64_t n);                                        /* n zeroed tickets for a SwiGLU pair's Q8_1 product */
+float *pair_scratch_up(int64_t n);                                     /* n floats, every bit set: a decode pair's Q8_1 scratch */
 
 /* The gates in double, for references. */
 static inline double silu_d(double v) { return v / (1 + exp(-v)); }
@@ -41,7 +41,6 @@ static inline double gelu_d(double v) { return 0.5 * v * (1 + tanh(sqrt(2 / M_PI
 /* The tests, by file. */
 void test_matmul_matches_the_reference(void);
 void test_matmul_per_model_gives_the_generic_bits(void);
-void test_matmul_forms_the_norm_after_it(void);
 void test_kernels_embed(void);
 void test_kernels_norms(void);
 void test_kernels_attention(void);

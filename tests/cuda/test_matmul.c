@@ -101,7 +101,7 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
     float *plain = malloc((size_t)(n * nt) * 4);
     uint8_t *pq8 = malloc((size_t)(n / 32) * 36 * nt), *want_q8 = malloc((size_t)(n / 32) * 36 * nt);
     void *dq8 = up(NULL, (size_t)(n / 32) * 36 * nt);
-    unsigned *dt = tickets_up(n / 32 + 1), *tickets = malloc((size_t)(n / 32 + 1) * sizeof *tickets);
+    float *dt = pair_scratch_up(n), *scratch = malloc((size_t)n * 4);
     const struct cuda_matrix pair[2] = { { t, dw, n, NULL, dy }, { t, dw, n, NULL, NULL } };
     ok = ok && CHECK(cuda_matmul(t, dw, k, n, dx, nt, NULL, NULL, CUDA_EPI_NONE, dy, NULL, &e) == 0, "%s", e.msg);
     if (ok) {
@@ -123,13 +123,14 @@ static bool matmul_case(enum tensor_type t, int64_t k, int64_t n, int64_t nt, do
                 quant_q8_1(sw + c * n, want_q8 + (size_t)c * (n / 32) * 36, n);
             ok = CHECK(memcmp(pq8, want_q8, (size_t)(n / 32) * 36 * nt) == 0, "%s: the pair's Q8_1 output is not the CPU's "
                        "quantization of its f32 output", type_name(t));
-            down(tickets, dt, (size_t)(n / 32) * sizeof *tickets);
-            for (int64_t b = 0; b < n / 32 && ok; b++)
-                ok = CHECK(tickets[b] == 0, "%s: the pair left ticket %lld at %u", type_name(t), (long long)b, tickets[b]);
+            down(scratch, dt, (size_t)n * 4);
+            for (int64_t i = 0; i < n && ok; i++)
+                ok = CHECK(((const uint32_t *)scratch)[i] == 0xffffffffu, "%s: the pair left its scratch's row %lld at %#x",
+                           type_name(t), (long long)i, ((const uint32_t *)scratch)[i]);
         }
     }
     cuda_free(dq8), cuda_free(dt);
-    free(pq8), free(want_q8), free(tickets);
+    free(pq8), free(want_q8), free(scratch);
     cuda_free(dw), cuda_free(dxf), cuda_free(dxq), cuda_free(db), cuda_free(dr), cuda_free(dy);
     free(wf), free(x), free(bias), free(res), free(wq), free(xq), free(wd), free(got), free(one), free(sw);
     free(plain), free(terms);
@@ -152,7 +153,7 @@ static bool mixed_pair(enum cuda_epilogue epi)
     for (int64_t c = 0; c < nt; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * (k / 32) * 36, k);
     void *dg = up_rows(tg, k, n, g), *du = up_rows(tu, k, n, u), *dx = up(xq, (size_t)(k / 32) * 36 * nt), *dq = up(NULL, qb);
-    unsigned *dt = tickets_up(n / 32);
+    float *dt = pair_scratch_up(n);
     float *dgate = up(NULL, (size_t)(n * nt) * 4), *dup = up(NULL, (size_t)(n * nt) * 4), *dy = up(NULL, (size_t)(n * nt) * 4);
     float *gate = malloc((size_t)(n * nt) * 4), *upv = malloc((size_t)(n * nt) * 4), *y = malloc((size_t)(n * nt) * 4);
     const struct cuda_matrix pair[2] = { { tg, dg, n, NULL, dy }, { tu, du, n, NULL, NULL } };
@@ -241,7 +242,7 @@ static bool specialized_case(const struct cuda_kernel *special, enum tensor_type
     void *dw = up_rows(t, k, n, wq), *dxq = up(xq, (size_t)(k / 32) * 36), *dq8[2] = { up(NULL, qb), up(NULL, qb) };
     float *dxf = up(x, (size_t)k * 4), *db = up(bias, yb), *dy[2] = { up(NULL, yb), up(NULL, yb) };
     float *dp[2] = { up(NULL, yb), up(NULL, yb) };
-    unsigned *dt = tickets_up(n / 32);
+    float *dt = pair_scratch_up(n);
     bool ok = true;
     for (int way = 0; way < 2 && ok; way++) { /* 0: generic, 1: the build's */
         const struct cuda_kernel *sp = way ? special : NULL;
@@ -282,7 +283,7 @@ static bool typed_case(const struct cuda_kernel *special, const struct cuda_kern
     void *dw[3] = { NULL, NULL, NULL };
     float *dy[2][3], *dx = NULL;
     void *dxq = NULL, *dq8[2] = { NULL, NULL };
-    unsigned *dt = NULL;
+    float *dt = NULL;
     bool q8 = false;
     for (int i = 0; i < n_mat; i++) {
         const enum tensor_type t = (enum tensor_type)entry->types[i];
@@ -306,7 +307,7 @@ static bool typed_case(const struct cuda_kernel *special, const struct cuda_kern
     const size_t qb = (size_t)(entry->rows[0] / 32) * 36;
     if (pair && entry->rows[0] % 32 == 0) {
         dq8[0] = up(NULL, qb), dq8[1] = up(NULL, qb);
-        dt = tickets_up(entry->rows[0] / 32);
+        dt = pair_scratch_up(entry->rows[0]);
     }
     bool ok = true;
     for (int way = 0; way < 2 && ok; way++) { /* 0: generic, 1: the typed entry */
@@ -395,7 +396,7 @@ void test_matmul_matches_the_reference(void)
             printf("    %-5s worst error %.2e of the sum of |terms| (bound 1e-5)\n", type_name(t), worst);
     }
     /* a decode step's pair with its Q8_1 product (rows in whole blocks of
-     * 32: the tickets), for every quantized type, and in waves of more CTAs
+     * 32: the launch's quantizing CTAs), for every quantized type, and in waves of more CTAs
      * than an H200 holds at once (3200 and 9600 rows) */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         double w = 0;
@@ -406,7 +407,7 @@ void test_matmul_matches_the_reference(void)
     double big = 0;
     if (!matmul_case(TYPE_Q8_0, 4096, 3200, 1, &big) || !matmul_case(TYPE_Q4_K, 4096, 9600, 1, &big))
         return;
-    printf("    decode pairs' Q8_1 products (every quantized type; 3200 and 9600 rows): the CPU's blocks\n");
+    printf("    decode pairs' Q8_1 products (every quantized type; 3200 and 9600 rows): the CPU's blocks, the scratch left set\n");
     /* rows whose 4-warp stage is over 28 KiB: the loop launch, here of one
      * type (matmul_team_kernel, a row split between two warps), ~3 tiles a
      * CTA on an H200 (each stage used again), the last tile half full; of
@@ -425,70 +426,5 @@ void test_matmul_matches_the_reference(void)
     struct error e;
     CHECK(cuda_matmul(TYPE_Q3_K, NULL, 256, 1, NULL, 1, NULL, NULL, CUDA_EPI_NONE, NULL, NULL, &e) == -1 &&
               strcmp(e.msg, "matmul: no GPU kernel for weight type Q3_K") == 0,
-          "%s", e.msg);
-}
-
-/* A decode matmul with the residual that forms the RMS norm after it
- * (cuda_matmul_add_norm) against the matmul's launch, then the norm's:
- * the same output and the same Q8_1 blocks, bit for bit, twice over (the
- * launch leaves its ticket at zero for the next). The shapes take each
- * launch kind: 4-warp CTAs (Q4_K, 4096 rows: one wave), Q8_0's two rows a
- * warp, the 0.5B's short rows (Q5_0, 896), the team loop (Q6_K rows of
- * 12288). */
-static bool norm_after_case(enum tensor_type t, int64_t k, int64_t n)
-{
-    struct error e;
-    size_t wb = type_bytes(t, (uint64_t)(k * n)), qb = (size_t)(n / 32) * 36, yb = (size_t)n * 4;
-    float *wf = randoms(k * n, 0.02f), *x = randoms(k, 1), *res = randoms(n, 1), *nw = randoms(n, 1);
-    uint8_t *wq = malloc(wb), *xq = malloc((size_t)(k / 32) * 36);
-    quantize_row(t, wf, wq, k * n);
-    quant_q8_1(x, xq, k);
-    void *dw = up_rows(t, k, n, wq), *dxq = up(xq, (size_t)(k / 32) * 36), *dres = up(res, yb), *dnw = up(nw, yb);
-    void *dy[2] = { up(NULL, yb), up(NULL, yb) }, *dq[2] = { up(NULL, qb), up(NULL, qb) };
-    unsigned zero = 0, ticket_after = 1;
-    unsigned *dt = up(&zero, sizeof zero);
-    const struct cuda_matrix m[2] = { { t, dw, n, NULL, dy[0] }, { t, dw, n, NULL, dy[1] } };
-    bool ok = CHECK(cuda_matmul_multi(&m[0], 1, k, dxq, NULL, 1, dres, CUDA_EPI_ADD, NULL, NULL, NULL, NULL, &e) == 0 &&
-                        cuda_rms_norm(dy[0], dnw, 1e-6f, n, 1, NULL, NULL, dq[0], NULL, &e) == 0,
-                    "%s", e.msg);
-    for (int round = 0; round < 2 && ok; round++) {
-        ok = CHECK(cuda_matmul_add_norm(&m[1], k, dxq, dres, dnw, 1e-6f, dq[1], dt, NULL, &e) == 0, "%s", e.msg);
-        float *y[2] = { malloc(yb), malloc(yb) };
-        uint8_t *q[2] = { malloc(qb), malloc(qb) };
-        if (ok) {
-            for (int j = 0; j < 2; j++)
-                down(y[j], dy[j], yb), down(q[j], dq[j], qb);
-            down(&ticket_after, dt, sizeof ticket_after);
-            ok = CHECK(memcmp(y[0], y[1], yb) == 0, "%s matmul with its norm: the output differs", type_name(t)) &&
-                 CHECK(memcmp(q[0], q[1], qb) == 0, "%s matmul with its norm: the Q8_1 blocks differ from the norm's launch",
-                       type_name(t)) &&
-                 CHECK(ticket_after == 0, "%s matmul with its norm: the ticket left at %u", type_name(t), ticket_after);
-        }
-        free(y[0]), free(y[1]), free(q[0]), free(q[1]);
-    }
-    cuda_free(dw), cuda_free(dxq), cuda_free(dres), cuda_free(dnw), cuda_free(dt);
-    for (int j = 0; j < 2; j++)
-        cuda_free(dy[j]), cuda_free(dq[j]);
-    free(wf), free(x), free(res), free(nw), free(wq), free(xq);
-    return ok;
-}
-
-void test_matmul_forms_the_norm_after_it(void)
-{
-    struct error e;
-    if (!cuda_matmul_norm_built()) {
-        CHECK(cuda_matmul_add_norm(&(struct cuda_matrix){ TYPE_Q4_K, NULL, 64, NULL, NULL }, 256, NULL, NULL, NULL, 1e-6f,
-                                   NULL, NULL, NULL, &e) == -1 && strstr(e.msg, "not in this build"),
-              "%s", e.msg);
-        test_skip("the norm in the matmul is a measuring build's (tools/build-variant.sh NAME all -DMINFER_NORM_IN_MATMUL)");
-        return;
-    }
-    if (!norm_after_case(TYPE_Q4_K, 4096, 4096) || !norm_after_case(TYPE_Q8_0, 4096, 4096) ||
-        !norm_after_case(TYPE_Q5_0, 896, 896) || !norm_after_case(TYPE_Q6_K, 12288, 4096))
-        return;
-    printf("    Q4_K, Q8_0, Q5_0 and Q6_K (rows of 12288) launches with their norms: the norm launch's bits\n");
-    CHECK(cuda_matmul_add_norm(&(struct cuda_matrix){ TYPE_F16, NULL, 64, NULL, NULL }, 64, NULL, NULL, NULL, 1e-6f, NULL,
-                               NULL, NULL, &e) == -1 &&
-              strstr(e.msg, "matmul with its norm: F16 weights"),
           "%s", e.msg);
 }

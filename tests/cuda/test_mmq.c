@@ -79,7 +79,7 @@ static bool mmq_case(enum tensor_type t, int64_t k, int64_t n, double *worst)
     for (int64_t c = 0; c < NT; c++)
         quant_q8_1(x + c * k, xq + (size_t)c * col, k);
     void *dw = up_rows(t, k, n, wq), *dx = up(xq, col * NT), *dq8 = up(NULL, (size_t)(n / 32) * 36 * NT);
-    unsigned *dt = tickets_up(n / 32); /* a Q8_1 product asks for the decode pair's tickets */
+    float *dt = pair_scratch_up(n); /* a Q8_1 product asks for the decode pair's scratch */
     float *db = up(bias, (size_t)n * 4), *dr = up(res, yb), *dy = up(NULL, yb), *dpart = up(NULL, yb);
     float *got = malloc(yb), *part = malloc(yb), *terms = malloc((size_t)(k / 32) * sizeof *terms);
     double *dots = malloc((size_t)(n * NT) * sizeof *dots), *dot_scales = malloc((size_t)(n * NT) * sizeof *dot_scales);
