@@ -11,7 +11,8 @@
 #             needs the gguf package)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
-#           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay),
+#           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
+#           on one of Q8_0 weights (its pair's Q8_1 product by polling CTAs),
 #           racecheck on the argmax kernel's test, memcheck and racecheck on the attention kernels' test,
 #           and memcheck on a Gemma 3 270M-shaped one past its window and on
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
@@ -133,6 +134,14 @@ if want sanitize; then
         row "compute-sanitizer $tool (decode, 0.5B shape$( [ "$temp" = 0 ] || echo ", sampled"))" \
             "$(sanitized "$tmp/sanitize-$tool.txt" "$rc")"
     done
+    # a Q8_0 pair's Q8_1 product by the launch's own polling CTAs (matmul_kernel.cuh: pair_spin), which no
+    # Q4_K_M shape takes; under a time limit, since a tool that held CTAs back could leave the pollers waiting
+    q8=$(synth qwen2.5-0.5b q8_0)
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 build/minfer run -m "$q8" -p "Hello there, how" -n 6 \
+        --temp 0 --device cuda -c 64 >"$tmp/sanitize-q8.txt" 2>&1
+    rc=$?
+    { echo "== memcheck Q8_0 (rc=$rc)"; cat "$tmp/sanitize-q8.txt"; } >>"$out/sanitize.txt"
+    row "compute-sanitizer memcheck (decode, 0.5B shape, Q8_0)" "$(sanitized "$tmp/sanitize-q8.txt" "$rc")"
     # the argmax kernel, its ticket and its feed
     (cd build && compute-sanitizer --tool racecheck --error-exitcode 3 ./minfer-cuda-tests argmax) >"$tmp/sanitize-argmax.txt" 2>&1
     rc=$?
