@@ -77,9 +77,14 @@ static int read_records(FILE *in, struct fixture *f, const char *path, char *msg
             if (read_greedy(in, f, path, msg, n))
                 return -1;
         } else if (strcmp(word, "perplexity") == 0) {
-            if (fscanf(in, "%*s %d %d %lf %lf", &f->ppl_ctx, &f->ppl_windows, &f->ppl, &f->ppl_err) != 4)
+            if (fscanf(in, "%*s %d %d %lf %lf", &f->ppl_ctx, &f->ppl_windows, &f->ppl, &f->ppl_err) != 4 ||
+                f->ppl_windows < 1 || f->ppl_windows > FIXTURE_WINDOWS)
                 return bad(msg, n, "%s: the perplexity record", path);
-            fscanf(in, "%*[^\n]"); /* the rest of the line: a note for readers */
+            for (int w = 0; w < f->ppl_windows; w++)
+                if (fscanf(in, "%lf", &f->ppl_running[w]) != 1)
+                    return bad(msg, n, "%s: the perplexity after window %d", path, w + 1);
+            if (f->ppl_running[f->ppl_windows - 1] != f->ppl)
+                return bad(msg, n, "%s: the last window's perplexity is not the record's", path);
         } else {
             return bad(msg, n, "%s: unknown record '%s'", path, word);
         }

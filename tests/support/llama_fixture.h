@@ -15,6 +15,7 @@
 #define FIXTURE_POSITIONS 64 /* teacher-forced positions a text */
 #define FIXTURE_TOP 20       /* the reference's best logits kept at each */
 #define FIXTURE_PROMPTS 4
+#define FIXTURE_WINDOWS 64   /* perplexity windows a record may hold */
 
 struct fixture_top {
     int32_t id;
@@ -39,6 +40,7 @@ struct fixture {
     int n_greedy_prompt, n_greedy;
     int ppl_ctx, ppl_windows; /* the perplexity over the GPL-3 text (ppl 0: none) */
     double ppl, ppl_err;
+    double ppl_running[FIXTURE_WINDOWS]; /* [w]: the perplexity over the first w + 1 windows */
 };
 
 /* Reads the fixture at path into f (zeroed first); 0, or -1 with msg
