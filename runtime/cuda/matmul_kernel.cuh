@@ -60,23 +60,40 @@ struct mm_args {
 };
 
 /* A spinning pair's CTAs that quantize (pair_spin), before those that
- * compute rows; and the bits of a value not yet written (a NaN that no
- * arithmetic gives: the GPU's NaNs are 0x7fffffff). */
+ * compute rows. */
 #define SPIN_CTAS 8
+
+/* A value one thread stores and another polls for, with no flag, fence or
+ * atomic: one relaxed GPU-scope store into a scratch whose every bit the
+ * poller set again after reading it (SPIN_EMPTY, a NaN that no arithmetic
+ * gives: the GPU's own NaNs are 0x7fffffff, and a value stored with those
+ * bits goes in as 0x7fffffff). */
 #define SPIN_EMPTY 0xffffffffu
+__device__ static inline void spin_put(float *p, float x)
+{
+    const unsigned bits = __float_as_uint(x) == SPIN_EMPTY ? 0x7fffffffu : __float_as_uint(x);
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(bits) : "memory");
+}
+__device__ static inline void spin_clear(float *p)
+{
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(SPIN_EMPTY) : "memory");
+}
+__device__ static inline unsigned spin_get(const float *p)
+{
+    unsigned bits;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(bits) : "l"(p) : "memory");
+    return bits;
+}
 
 /* A pair's product stored by lane 0 of its warp: with a spinning launch
- * as one relaxed GPU-scope store, which the spinning CTAs poll, never its
- * sentinel. */
+ * for the spinning CTAs to poll (spin_put). */
 template <bool PAIR>
 __device__ static inline void product_store(const struct mm_args &a, float *y, float x)
 {
-    if (PAIR && a.spin_y) {
-        const unsigned bits = __float_as_uint(x) == SPIN_EMPTY ? 0x7fffffffu : __float_as_uint(x);
-        asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(y), "r"(bits) : "memory");
-    } else {
+    if (PAIR && a.spin_y)
+        spin_put(y, x);
+    else
         *y = x;
-    }
 }
 
 /* A spinning pair's quantizing CTA (blockIdx.x < SPIN_CTAS): its warps
@@ -105,10 +122,7 @@ __device__ static void pair_spin(const struct mm_args &a)
 #pragma unroll
             for (int j = 0; j < SPIN_GROUP; j++)
                 if (todo >> j & 1)
-                    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
-                                 : "=r"(bits[j])
-                                 : "l"((unsigned *)a.spin_y + (first + j * step) * 32 + lane)
-                                 : "memory");
+                    bits[j] = spin_get(a.spin_y + (first + j * step) * 32 + lane);
 #pragma unroll
             for (int j = 0; j < SPIN_GROUP; j++) {
                 if (!(todo >> j & 1) || !__all_sync(0xffffffffu, bits[j] != SPIN_EMPTY))
@@ -117,8 +131,7 @@ __device__ static void pair_spin(const struct mm_args &a)
                 const float v = __uint_as_float(bits[j]);
                 q8_1_block(v, a.q8_out + (size_t)b * 36);
                 a.spin_out[b * 32 + lane] = v;
-                asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"((unsigned *)a.spin_y + b * 32 + lane), "r"(SPIN_EMPTY)
-                             : "memory");
+                spin_clear(a.spin_y + b * 32 + lane);
                 todo &= ~(1u << j);
             }
         }
