@@ -6,9 +6,11 @@
 #            (the real models' tests need the model files: --build-only splits
 #             them under models/pieces, to carry a piece a call to a warm machine)
 #            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench,
-#             build/minfer-qwen2.5-0.5b and .whl: the transformers-fixture test
+#             build/minfer-qwen2.5-0.5b, build/lib and .whl: the transformers-fixture test
 #             remakes its models with tests/fixtures/make_fixtures.py, which
-#             needs the gguf package)
+#             needs the gguf package; stripped they pass one call's 64 MiB
+#             carry, so run "tests sanitize" without the per-model binary,
+#             then "bench big long" without the tests, on the warm machine)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
