@@ -537,7 +537,11 @@ Test(perplexity, scores_the_second_half_of_each_window, .timeout = 120)
     cr_assert_str_eq(out, again, "perplexity depends on the batch size or threads");
     char *two = stdout_of("%s perplexity -m %s -f %s -c 64 --chunks 2", minfer_bin(), m, file);
     cr_assert(strstr(two, "[2]") && !strstr(two, "[3]"), "%s", two);
-    free(out), free(again), free(two);
+    char cmd[1024], *ten;
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s -c 64 --chunks 10", minfer_bin(), m, file);
+    cr_assert_eq(run_cmd(cmd, &ten), 1, "%s", ten);
+    cr_assert(strstr(ten, "perplexity: --chunks 10: ") && strstr(ten, " holds 9 windows of 64 tokens\n"), "%s", ten);
+    free(out), free(again), free(two), free(ten);
 }
 
 /* The backend is chosen at load and said; one that cannot run here is an

@@ -94,7 +94,11 @@ int cmd_perplexity(int argc, char **argv)
     if (!rc && (int64_t)n_tok < 2 * n_ctx)
         rc = fail(&e, "%s has %zu tokens; a window of %lld needs at least %lld", o.prompt_file, n_tok,
                   (long long)n_ctx, (long long)(2 * n_ctx));
-    if (o.n_chunks > 0 && o.n_chunks < n_chunks)
+    /* more windows than the text holds is an error, not a quiet clamp */
+    if (!rc && o.n_chunks > n_chunks)
+        rc = fail(&e, "--chunks %lld: %s holds %lld windows of %lld tokens", (long long)o.n_chunks, o.prompt_file,
+                  (long long)n_chunks, (long long)n_ctx);
+    if (o.n_chunks > 0)
         n_chunks = o.n_chunks;
     float *logits = rc ? NULL : malloc((size_t)(n_ctx - n_ctx / 2) * (size_t)s.engine.n_vocab * sizeof *logits);
     if (!rc && !logits)
