@@ -51,20 +51,23 @@ __global__ void __launch_bounds__(SYNC_THREADS) barrier_kernel(unsigned *count, 
     }
 }
 
+/* ctx: two CTA counts; launch i has the first's when i is even, the
+ * second's when odd (a big launch, then a small one, as a matmul and the
+ * norm after it). */
 static int empty_launch(const void *ctx, int i, void *stream, struct error *e)
 {
-    (void)i;
     if (cuda_launch_begin("empty_kernel", e))
         return -1;
-    launch(empty_kernel, dim3(*(const unsigned *)ctx), SYNC_THREADS, 0, (cudaStream_t)stream);
+    launch(empty_kernel, dim3(((const unsigned *)ctx)[i % 2]), SYNC_THREADS, 0, (cudaStream_t)stream);
     return cuda_launch_end("empty_kernel", e);
 }
 
-/* us per empty launch of ctas CTAs in a replayed graph (a graph of
- * SYNC_LAUNCHES: the GPU, not the host, sets the pace). */
-static int launch_boundary(int reps, unsigned ctas, double *us, struct error *e)
+/* us per empty launch in a replayed graph of SYNC_LAUNCHES alternating
+ * launches of a and b CTAs (the GPU, not the host, sets the pace). */
+static int launch_boundary(int reps, unsigned a, unsigned b, double *us, struct error *e)
 {
-    return gpu_bench_replayed_us(empty_launch, &ctas, SYNC_LAUNCHES, reps, us, e);
+    const unsigned ctas[2] = { a, b };
+    return gpu_bench_replayed_us(empty_launch, ctas, SYNC_LAUNCHES, reps, us, e);
 }
 
 /* us per barrier of a persistent launch of ctas CTAs: a launch of
@@ -102,11 +105,27 @@ extern "C" int gpu_bench_sync(int reps, struct error *e)
     printf("\n| one dependency (us) | CTAs | us |\n|---|---:|---:|\n");
     for (unsigned per_sm = 1; per_sm <= 4; per_sm *= 4) {
         double boundary = 0, barrier = 0;
-        if (launch_boundary(reps, per_sm * sms, &boundary, e) || grid_barrier(per_sm * sms, (unsigned *)state, &barrier, e))
+        if (launch_boundary(reps, per_sm * sms, per_sm * sms, &boundary, e) ||
+            grid_barrier(per_sm * sms, (unsigned *)state, &barrier, e))
             return cuda_free(state), -1;
         printf("| an empty kernel after an empty kernel (PDL, a replayed graph) | %u | %.2f |\n", per_sm * sms, boundary);
         printf("| a barrier across one persistent kernel's CTAs | %u | %.2f |\n", per_sm * sms, barrier);
     }
+    /* Does a launch's boundary grow with its CTAs? A decode step's matmuls
+     * are 1024 to 3072 CTAs of 4 warps (8 to 24 an SM), its norms 16. */
+    printf("\n| empty launches of 4 warps, alternating (PDL, a replayed graph) | us a launch |\n|---|---:|\n");
+    const unsigned small = 16, per_sm_big[] = { 1, 2, 8, 16, 24 };
+    for (size_t i = 0; i < sizeof per_sm_big / sizeof *per_sm_big; i++) {
+        const unsigned big = per_sm_big[i] * sms;
+        double same = 0, mixed = 0;
+        if (launch_boundary(reps, big, big, &same, e) || launch_boundary(reps, big, small, &mixed, e))
+            return cuda_free(state), -1;
+        printf("| %u CTAs after %u | %.2f |\n| %u and %u CTAs in turns | %.2f |\n", big, big, same, big, small, mixed);
+    }
+    double tiny = 0;
+    if (launch_boundary(reps, small, small, &tiny, e))
+        return cuda_free(state), -1;
+    printf("| %u CTAs after %u | %.2f |\n", small, small, tiny);
     cuda_free(state);
     return 0;
 }

@@ -14,7 +14,12 @@ end is when the next launch's first wait returned. Per launch:
   spread its last CTA's entry minus its first's (more than ~1 us: waves);
   data in, work  (kernels that mark them: the decode matmuls) the median CTA's
          first warp: from its entry until its staged rows were in, then
-         until its rows were done (nan: no marks).
+         until its rows were done (nan: no marks);
+  own, tail  (kernels that mark their CTAs' ends: the matmuls' first warps,
+         the small kernels' thread 0) from the launch's first wait's return
+         to its last CTA's end, and from then to the launch's end: what the
+         launch did, and what its grid's completion took to reach the next
+         launch's wait.
 Grouped by kernel and the kernel before it (one place in a layer); the last
 launch (its end unknown: the second step's output matrix) is left out of
 the groups. The argmax between the two steps (argm, after the output
@@ -47,11 +52,13 @@ def launches(path):
         # (seen: a quantize launch's CTAs among the gate/up pair's last wave)
         into = next((l for l in reversed(out[-3:]) if l["key"] == key and block not in l["blocks"]), None)
         if into is None:
-            into = {"key": key, "n": 0, "enter": [], "waited": [], "blocks": set(), "in": [], "work": []}
+            into = {"key": key, "n": 0, "enter": [], "waited": [], "blocks": set(), "in": [], "work": [], "done": []}
             out.append(into)
         if in_ns and done_ns > in_ns:
             into["in"].append(in_ns)
             into["work"].append(done_ns - in_ns)
+        if done_ns:
+            into["done"].append(enter + done_ns)
         into["n"] += 1
         into["blocks"].add(block)
         into["enter"].append(enter)
@@ -60,7 +67,8 @@ def launches(path):
 
 
 def step_rows(path):
-    """Each launch's (key, CTAs seen, cost, early, spread) in us, the step's us, the timer's step in ns."""
+    """Each launch's (key, CTAs seen, cost, early, spread, data in, work, own, tail) in us, the step's us, the
+    timer's step in ns."""
     ls = launches(path)
     if len(ls) < 2:
         sys.exit(f"timeline.py: {len(ls)} launches in {path}")
@@ -71,8 +79,10 @@ def step_rows(path):
     rows = []
     for i, l in enumerate(ls):
         before = ends[i - 1] if i else t0
+        last = max(l["done"]) if l["done"] else float("nan")
         rows.append((l["key"], l["n"], (ends[i] - before) / 1e3, (min(l["enter"]) - before) / 1e3,
-                     (max(l["enter"]) - min(l["enter"])) / 1e3, median(l["in"]) / 1e3, median(l["work"]) / 1e3))
+                     (max(l["enter"]) - min(l["enter"])) / 1e3, median(l["in"]) / 1e3, median(l["work"]) / 1e3,
+                     (last - min(l["waited"])) / 1e3, (ends[i] - last) / 1e3))
     return rows, (ends[-1] - t0) / 1e3, tick
 
 
@@ -99,11 +109,12 @@ def main():
     print(f"{len(rows)} launches, {sum(r[1] for r in rows)} CTAs, {step:.1f} us from the first entry to the last "
           f"launch's last wait (timer steps of {tick} ns seen)")
     if "--all" in sys.argv:
-        print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us | data in us | work us |")
-        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for i, ((where, ctas, threads), n, cost, early, spread, data, work) in enumerate(rows):
+        print("| # | kernel (file:line) | CTAs of | threads | cost us | early us | spread us | data in us | work us | "
+              "own us | tail us |")
+        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for i, ((where, ctas, threads), n, cost, early, spread, data, work, own, tail) in enumerate(rows):
             print(f"| {i} | {where} | {n} of {ctas} | {threads} | {cost:.2f} | {early:.2f} | {spread:.2f} | "
-                  f"{data:.2f} | {work:.2f} |")
+                  f"{data:.2f} | {work:.2f} | {own:.2f} | {tail:.2f} |")
     groups = groups_of(rows)
     if "--against" in sys.argv:  # another step's file: each group's mean cost there and here
         other_rows, other_step, _ = step_rows(sys.argv[sys.argv.index("--against") + 1])
@@ -117,12 +128,13 @@ def main():
                 print(f"| {key[0]} | {key[1]} | {key[3]} | {there:.2f} | {here:.2f} | {here - there:+.2f} |")
         return
     print("| kernel (file:line) | CTAs | threads | after | launches | cost us (mean) | share | early us (mean) | "
-          "spread us (mean) | data in us | work us |")
-    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "spread us (mean) | data in us | work us | own us | tail us |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (where, ctas, threads, after), v in sorted(groups.items(), key=lambda kv: -sum(x[0] for x in kv[1])):
         total = sum(x[0] for x in v)
         print(f"| {where} | {ctas} | {threads} | {after} | {len(v)} | {mean(v, 0):.2f} | {100 * total / step:.1f}% | "
-              f"{mean(v, 1):.2f} | {mean(v, 2):.2f} | {mean(v, 3):.2f} | {mean(v, 4):.2f} |")
+              f"{mean(v, 1):.2f} | {mean(v, 2):.2f} | {mean(v, 3):.2f} | {mean(v, 4):.2f} | {mean(v, 5):.2f} | "
+              f"{mean(v, 6):.2f} |")
 
 
 if __name__ == "__main__":

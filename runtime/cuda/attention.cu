@@ -425,6 +425,7 @@ __global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL)) attention
             if (q8h) /* warp i / 32 holds block i / 32 */
                 q8_1_block(out, q8h + (size_t)(i / 32) * 36);
         }
+        timeline_mark(TIMELINE_DONE);
         return;
     }
     float *out = partial + (((size_t)blockIdx.z * (size_t)h + (size_t)head) * (size_t)gridDim.x + (size_t)s) * (size_t)(d + 2);
@@ -445,6 +446,7 @@ __global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL)) attention
                    q8 ? q8 + (size_t)c * col_bytes + (size_t)(head * (d / 32)) * 36 : NULL);
     if (threadIdx.x == 0)
         *ticket = 0;
+    timeline_mark(TIMELINE_DONE);
 }
 
 template <int KT, int DL>

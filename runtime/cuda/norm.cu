@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
             x_own = j == (int)blockIdx.x ? xv[j] : x_own;
         if (own < d)
             rms_emit(x_own, scale, w_own, res, r_own, own, d, y, q8);
+        timeline_mark(TIMELINE_DONE);
         return;
     }
 #pragma unroll
@@ -102,6 +103,7 @@ __global__ void __launch_bounds__(NORM_THREADS) rms_norm_kernel(const float *__r
         if (at < d)
             rms_emit(xv[j], scale, wv[j], res, rv[j], at, d, y, q8);
     }
+    timeline_mark(TIMELINE_DONE);
 }
 
 extern "C" int cuda_rms_norm(const float *x, const float *w, float eps, int64_t d, int64_t nt, const float *res, float *y,
@@ -258,6 +260,7 @@ __global__ void __launch_bounds__(HEAD_THREADS) head_norm_rope_kernel(const stru
     __shared__ double partial[HEAD_THREADS / 32];
     if (a.group == 1) { /* the CTA's threads together, each forming its pairs' rotation: a decode step's shortest path */
         head_norm_rope_one<KT>(a, blockIdx.x, c, NULL, freq0, smem, threadIdx.x, HEAD_THREADS, partial);
+        timeline_mark(TIMELINE_DONE);
         return;
     }
     if (a.rope_base > 0)

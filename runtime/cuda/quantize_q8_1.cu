@@ -17,6 +17,7 @@ __global__ void quantize_q8_1_kernel(const float *__restrict__ x, uint8_t *__res
     const float4 v4 = *(const float4 *)(x + block * 32 + 4 * (threadIdx.x % 8));
     const float v[4] = { v4.x, v4.y, v4.z, v4.w };
     q8_1_block_of<4>(v, y + block * 36);
+    timeline_mark(TIMELINE_DONE);
 }
 
 extern "C" int cuda_quantize_q8_1(const float *x, void *y, int64_t n, void *stream, struct error *e)
