@@ -20,7 +20,8 @@
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table, the small kernels' table
 #           (us per launch in a replayed graph) and what one dependency costs
-#           (a launch boundary, a grid-wide barrier), then minfer bench (pp512, tg128)
+#           (a launch boundary, a grid-wide barrier,
+#           empty launches by CTA count), then minfer bench (pp512, tg128)
 #           on Qwen2.5-0.5B- and Gemma 3 270M-shaped Q4_K_M models and an F16
 #           Qwen2.5-0.5B-shaped one made here by minfer synth,
 #           and pp2048 with the matmuls' int8 operations a second at pp512,
