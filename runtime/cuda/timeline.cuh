@@ -8,7 +8,9 @@
  * the moment the kernel before has finished. A kernel may also mark when
  * its first warp's staged data was in and when that warp was done
  * (timeline_mark: the matmul kernels), which splits a CTA's life into
- * waiting for memory and computing. device.cu's cuda_timeline_begin and
+ * waiting for memory and computing; the small kernels mark their CTAs'
+ * ends, which splits a launch's cost into its own work and what its
+ * grid's completion takes to reach the next launch. device.cu's cuda_timeline_begin and
  * _end arm the log and write it out; elsewhere grid_begin is the plain
  * wait of common.cuh and timeline_mark nothing. */
 #ifndef MINFER_CUDA_TIMELINE_CUH
