@@ -599,20 +599,30 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
     }
 }
 
+/* A setting that measurements change: the environment's integer `name`,
+ * read once into memo (-1 until then), or fallback where it is unset or
+ * outside [lo, hi]. */
+static inline long long measured_setting(const char *name, long long fallback, long long lo, long long hi,
+                                         std::atomic<long long> *memo)
+{
+    long long v = memo->load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv(name);
+        v = e ? atoll(e) : fallback;
+        memo->store(v = v < lo || v > hi ? fallback : v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 /* The warps of a team in a loop launch of one quantized type: 2 (the 8B's
  * Q6_K down 15.3 -> 13.8 us, tg128 x1.013; 4 warps gave the same 13.8 and
  * x1.009), or MINFER_MM_TEAM (for measurements: 0 for matmul_loop_kernel,
  * or 4). */
 static inline int team_warps(void)
 {
-    static std::atomic<int> m{ -1 };
-    int v = m.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MINFER_MM_TEAM");
-        v = e ? atoi(e) : 2;
-        m.store(v = v == 0 || v == 4 ? v : 2, std::memory_order_relaxed);
-    }
-    return v;
+    static std::atomic<long long> m{ -1 };
+    const long long v = measured_setting("MINFER_MM_TEAM", 2, 0, 4, &m);
+    return v == 0 || v == 4 ? (int)v : 2;
 }
 
 /* The team launch of b for rows rows, smem the loop's stages of a CTA. */
@@ -638,14 +648,8 @@ static void launch_team(struct mm_args b, size_t smem, cudaStream_t s)
 #define LOOP_KIB 28
 static inline size_t loop_above(void)
 {
-    static std::atomic<long long> n{ -1 };
-    long long v = n.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MINFER_MM_LOOP");
-        v = e ? atoll(e) : LOOP_KIB;
-        n.store(v = v < 0 ? LOOP_KIB : v, std::memory_order_relaxed);
-    }
-    return (size_t)v * 1024;
+    static std::atomic<long long> m{ -1 };
+    return (size_t)measured_setting("MINFER_MM_LOOP", LOOP_KIB, 0, 1 << 20, &m) * 1024;
 }
 
 /* The loop launch of a (a.stage bytes a warp and stage) for rows rows,
