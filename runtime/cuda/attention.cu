@@ -282,14 +282,20 @@ __device__ static inline void attend_turns(const uint8_t *kh, const uint8_t *vh,
 __device__ static inline int64_t old_rows(int64_t start, int64_t end, int64_t p) { return (end == p + 1 ? p : end) - start; }
 
 __device__ static void stage_old(const uint8_t *kh, const uint8_t *vh, int64_t start, int64_t end, int64_t p,
-                                 size_t row_bytes, uint8_t *st, int64_t chunk, uint64_t *bar)
+                                 size_t row_bytes, uint8_t *st, int64_t chunk, uint64_t *bar, bool kv_first)
 {
     const int64_t old = old_rows(start, end, p);
     if (old > 0 && threadIdx.x == 0) {
         const unsigned n = (unsigned)((size_t)old * row_bytes);
         bulk_arm(bar, 2 * n);
-        bulk_copy(st, kh + (size_t)start * row_bytes, n, bar);
-        bulk_copy(st + (size_t)chunk * row_bytes, vh + (size_t)start * row_bytes, n, bar);
+        if (kv_first) {
+            const uint64_t first = l2_evict_first();
+            bulk_copy_hinted(st, kh + (size_t)start * row_bytes, n, bar, first);
+            bulk_copy_hinted(st + (size_t)chunk * row_bytes, vh + (size_t)start * row_bytes, n, bar, first);
+        } else {
+            bulk_copy(st, kh + (size_t)start * row_bytes, n, bar);
+            bulk_copy(st + (size_t)chunk * row_bytes, vh + (size_t)start * row_bytes, n, bar);
+        }
     }
 }
 
@@ -337,7 +343,7 @@ __global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL)) attention
     const uint8_t *__restrict__ kl, const uint8_t *__restrict__ vl, const float *__restrict__ q,
     const int32_t *__restrict__ pos, int64_t c_base, int64_t d, int64_t h, int64_t group, int64_t n_ctx, int64_t chunk,
     int64_t window, size_t row_bytes, float *__restrict__ partial, unsigned *__restrict__ tickets, float *__restrict__ y,
-    uint8_t *__restrict__ q8)
+    uint8_t *__restrict__ q8, bool kv_first)
 {
     /* ATT_GROUPS x (d + 2): each group's max, sum and values; with STAGE,
      * then the chunk's K rows and its V rows */
@@ -362,7 +368,7 @@ __global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL)) attention
     const uint8_t *kh = kl + (size_t)kvh * (size_t)n_ctx * row_bytes, *vh = vl + (size_t)kvh * (size_t)n_ctx * row_bytes;
     uint8_t *st = (uint8_t *)(smem + (size_t)ATT_GROUPS * (size_t)(d + 2));
     if (STAGE) { /* the chunk's rows into shared memory, the query's loads in flight meanwhile */
-        stage_old(kh, vh, start, end, p, row_bytes, st, chunk, &staged_bar);
+        stage_old(kh, vh, start, end, p, row_bytes, st, chunk, &staged_bar, kv_first);
         grid_begin();
     }
     float qv[DL];
@@ -449,6 +455,16 @@ __global__ void __launch_bounds__(ATT_THREADS, att_min_blocks(KT, DL)) attention
     timeline_mark(TIMELINE_DONE);
 }
 
+/* Whether the staged rows of the cache pass through L2 first to go
+ * (l2_evict_first), as the weights do: so that a long context's rows,
+ * read once a step and past L2's size, do not evict the activations; yes,
+ * or MINFER_KV_EVICT=0 (for measurements). */
+static bool kv_l2_first(void)
+{
+    static std::atomic<long long> m{ -1 };
+    return measured_setting("MINFER_KV_EVICT", 1, 0, 1, &m) != 0;
+}
+
 template <int KT, int DL>
 static void launch_attention(bool stage, dim3 grid, size_t smem, cudaStream_t st, const uint8_t *kb, const uint8_t *vb,
                              const float *q, const int32_t *pos, int64_t c0, int64_t d, int64_t h, int64_t group,
@@ -459,10 +475,10 @@ static void launch_attention(bool stage, dim3 grid, size_t smem, cudaStream_t st
         static const bool opted = (cuda_smem_opt_in((const void *)attention_kernel<KT, DL, true>, ATT_STAGE_MAX), true);
         (void)opted;
         launch(attention_kernel<KT, DL, true>, grid, ATT_THREADS, smem + 2 * (size_t)chunk * rb, st, kb, vb, q, pos, c0, d, h,
-               group, n_ctx, chunk, window, rb, scratch, tickets, y, q8);
+               group, n_ctx, chunk, window, rb, scratch, tickets, y, q8, kv_l2_first());
     } else {
         launch(attention_kernel<KT, DL, false>, grid, ATT_THREADS, smem, st, kb, vb, q, pos, c0, d, h, group, n_ctx, chunk,
-               window, rb, scratch, tickets, y, q8);
+               window, rb, scratch, tickets, y, q8, false);
     }
 }
 

@@ -7,10 +7,12 @@
 #ifndef MINFER_CUDA_COMMON_CUH
 #define MINFER_CUDA_COMMON_CUH
 
+#include <atomic>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda/weight_layout.h"
 #include "kv_cache.h"
@@ -36,6 +38,21 @@ extern "C" bool cuda_stage_enabled(void);    /* device.cu: decode weights staged
 extern "C" int cuda_sm_count(void);     /* device.cu: multiprocessors, 0 when unknown */
 extern "C" size_t cuda_sm_shared_bytes(void); /* device.cu: one multiprocessor's shared memory, 0 when unknown */
 extern "C" void cuda_smem_opt_in(const void *kernel, size_t bytes); /* device.cu: dynamic shared memory past 48 KiB */
+
+/* A setting that measurements change: the environment's integer `name`,
+ * read once into memo (-1 until then), or fallback where it is unset or
+ * outside [lo, hi]. */
+static inline long long measured_setting(const char *name, long long fallback, long long lo, long long hi,
+                                         std::atomic<long long> *memo)
+{
+    long long v = memo->load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv(name);
+        v = e ? atoll(e) : fallback;
+        memo->store(v = v < lo || v > hi ? fallback : v, std::memory_order_relaxed);
+    }
+    return v;
+}
 
 #include "cuda/timeline.cuh" /* a measuring build's grid_begin; timeline_mark */
 #ifndef MINFER_TIMELINE
@@ -141,6 +158,48 @@ __device__ static inline void bulk_copy(void *dst, const void *src, unsigned n, 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n), "r"((unsigned)__cvta_generic_to_shared(bar))
+                 : "memory");
+#endif
+}
+
+/* An L2 policy for bytes a step reads once (the weights): their lines are
+ * the first to go when L2 needs room, so that streaming them past does not
+ * evict the activations the next launches read back. */
+__device__ static inline uint64_t l2_evict_first(void)
+{
+    uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+
+/* The default policy, for a measurement's control. */
+__device__ static inline uint64_t l2_evict_normal(void)
+{
+    uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+
+/* One thread asks L2 for the bytes [p, p + n) (16-byte aligned, n a
+ * multiple of 16) under an L2 policy. */
+__device__ static inline void bulk_prefetch_l2(const void *p, unsigned n, uint64_t policy)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p), "r"(n), "l"(policy) : "memory");
+#endif
+}
+
+/* bulk_copy with an L2 policy (l2_evict_first) for the bytes it reads. */
+__device__ static inline void bulk_copy_hinted(void *dst, const void *src, unsigned n, uint64_t *bar, uint64_t policy)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n), "r"((unsigned)__cvta_generic_to_shared(bar)),
+                 "l"(policy)
                  : "memory");
 #endif
 }

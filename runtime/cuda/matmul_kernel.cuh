@@ -52,6 +52,7 @@ struct mm_args {
     int glu;           /* CUDA_EPI_PAIR: enum glu_gate */
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
+    int l2_first;      /* l2_first_enabled: 1, staged rows copied with l2_evict_first; 2, unstaged rows asked into L2 so too */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
     /* a decode pair with q8_out, whose first SPIN_CTAS CTAs form its Q8_1
      * product as its rows come in (pair_spin): the rows go to spin_y
@@ -317,16 +318,25 @@ __device__ static inline bool find_row(const struct mm_args &a, int64_t r, int *
 }
 
 /* One thread: asks the TMA unit for the RW rows from r of set mi (and
- * then the pair's up rows) into mine, completing bar's next phase. */
-template <int RW, bool PAIR>
+ * then the pair's up rows) into mine, completing bar's next phase; rows of
+ * a quantized type T (or TYPE_MIXED) with l2_evict_first where a.l2_first
+ * says so. (Not F32, F16 or BF16 rows: the branch alone made the 0.5B F16
+ * model's loop launches slower, tg128 1283 -> 1172, with the policy on or
+ * off.) */
+template <int T, int RW, bool PAIR>
 __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t r, uint8_t *mine, uint64_t *bar)
 {
     const int n_w = is_pair<PAIR>(a) ? 2 : 1; /* matrices a warp reads: the pair's gate and up */
     const unsigned rows = (unsigned)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r);
     unsigned at = 0;
     bulk_expect(bar, rows * (unsigned)(a.m[mi].row_bytes + (n_w == 2 ? a.m[mi + 1].row_bytes : 0)));
-    for (int p = 0; p < n_w; at += RW * (unsigned)a.m[mi + p].row_bytes, p++)
-        bulk_copy(mine + at, a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, rows * (unsigned)a.m[mi + p].row_bytes, bar);
+    for (int p = 0; p < n_w; at += RW * (unsigned)a.m[mi + p].row_bytes, p++) {
+        const uint8_t *src = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
+        if (T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16 && a.l2_first)
+            bulk_copy_hinted(mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar, l2_evict_first());
+        else
+            bulk_copy(mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar);
+    }
 }
 
 /* The warp's RW rows from r of set mi against columns c0.. (nc of them;
@@ -438,10 +448,16 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     uint8_t *mine = staged + (size_t)warp * a.stage;
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
         bulk_init(&staged_bar[warp]);
-        stage_ask<RW, PAIR>(a, mi, r, mine, &staged_bar[warp]);
+        stage_ask<T, RW, PAIR>(a, mi, r, mine, &staged_bar[warp]);
     } else if (!STAGE && live && blockIdx.y == 0) {
-        for (int p = 0; p < (is_pair<PAIR>(a) ? 2 : 1); p++)
-            prefetch_l2(a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes, RW * a.m[mi + p].row_bytes);
+        for (int p = 0; p < (is_pair<PAIR>(a) ? 2 : 1); p++) {
+            const uint8_t *src = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
+            const size_t n = (size_t)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r) * a.m[mi + p].row_bytes;
+            if (a.l2_first < 2 || n % 16 || (uintptr_t)src % 16)
+                prefetch_l2(src, n);
+            else if (lane == 0)
+                bulk_prefetch_l2(src, (unsigned)n, a.l2_first == 2 ? l2_evict_first() : l2_evict_normal());
+        }
     }
     grid_begin();
     const int64_t k = K > 0 ? K : a.k;
@@ -499,7 +515,7 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
             bulk_init(&bar[warp][u]);
             const int64_t t = blockIdx.x + (int64_t)u * gridDim.x;
             if (t < a.tiles && find_row<FIX, PAIR>(a, t * 4 + warp, &mi, &r))
-                stage_ask<1, PAIR>(a, mi, r, mine + (size_t)u * a.stage, &bar[warp][u]);
+                stage_ask<T, 1, PAIR>(a, mi, r, mine + (size_t)u * a.stage, &bar[warp][u]);
         }
     }
     grid_begin();
@@ -519,7 +535,7 @@ __global__ void __launch_bounds__(4 * 32) matmul_loop_kernel(const struct mm_arg
         int64_t rn;
         if (lane == 0 && next < a.tiles && find_row<FIX, PAIR>(a, next * 4 + warp, &mn, &rn)) {
             bulk_reuse_fence();
-            stage_ask<1, PAIR>(a, mn, rn, w0, &bar[warp][u]);
+            stage_ask<T, 1, PAIR>(a, mn, rn, w0, &bar[warp][u]);
         }
     }
     timeline_mark(TIMELINE_DONE);
@@ -550,7 +566,7 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
             bulk_init(&bar[team][u]);
             const int64_t t = blockIdx.x + (int64_t)u * gridDim.x;
             if (t < a.tiles && find_row<FIX>(a, t * 4 + team, &mi, &r))
-                stage_ask<1, false>(a, mi, r, mine + (size_t)u * a.stage, &bar[team][u]);
+                stage_ask<T, 1, false>(a, mi, r, mine + (size_t)u * a.stage, &bar[team][u]);
         }
     }
     grid_begin();
@@ -578,7 +594,7 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
         int64_t rn;
         if (warp == 0 && lane == 0 && next < a.tiles && find_row<FIX>(a, next * 4 + team, &mn, &rn)) {
             bulk_reuse_fence();
-            stage_ask<1, false>(a, mn, rn, w0, &bar[team][u]);
+            stage_ask<T, 1, false>(a, mn, rn, w0, &bar[team][u]);
         }
         if (warp == 0) {
             float sum = 0.0f;
@@ -597,21 +613,6 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
                 m.y[r] = x;
         }
     }
-}
-
-/* A setting that measurements change: the environment's integer `name`,
- * read once into memo (-1 until then), or fallback where it is unset or
- * outside [lo, hi]. */
-static inline long long measured_setting(const char *name, long long fallback, long long lo, long long hi,
-                                         std::atomic<long long> *memo)
-{
-    long long v = memo->load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv(name);
-        v = e ? atoll(e) : fallback;
-        memo->store(v = v < lo || v > hi ? fallback : v, std::memory_order_relaxed);
-    }
-    return v;
 }
 
 /* The warps of a team in a loop launch of one quantized type: 2 (the 8B's
@@ -742,6 +743,17 @@ static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigne
     return per_sm < 8 && 8 * (size_t)smem <= 200 * 1024 && ctas > (int64_t)per_sm * cuda_sm_count();
 }
 
+/* Whether a decode launch's weights pass through L2 first to go
+ * (l2_evict_first), on sm_90: 2, the staged rows' copies and the unstaged
+ * rows' asks into L2; or MINFER_MM_EVICT (for measurements): 0 neither, 1
+ * the copies alone, 3 the copies, and the asks into L2 by bulk prefetches
+ * of the default policy (2's control). */
+static inline int l2_first_enabled(void)
+{
+    static std::atomic<long long> m{ -1 };
+    return cuda_stage_enabled() ? (int)measured_setting("MINFER_MM_EVICT", 2, 0, 3, &m) : 0;
+}
+
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
@@ -751,6 +763,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
 {
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
+    b.l2_first = l2_first_enabled();
     const unsigned spin = PAIR && a.spin_y ? SPIN_CTAS : 0; /* a spinning pair's quantizing CTAs come first */
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
