@@ -162,24 +162,20 @@ __device__ static inline void bulk_copy(void *dst, const void *src, unsigned n, 
 #endif
 }
 
-/* An L2 policy for bytes a step reads once (the weights): their lines are
- * the first to go when L2 needs room, so that streaming them past does not
- * evict the activations the next launches read back. */
+/* An L2 policy for bytes a step reads once (the weights, a long
+ * context's cache rows): FIRST, their lines are the first to go when L2
+ * needs room, so that streaming them past does not evict the activations
+ * the next launches read back; else the default (a measurement's
+ * control). */
+template <bool FIRST = true>
 __device__ static inline uint64_t l2_evict_first(void)
 {
     uint64_t p = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-#endif
-    return p;
-}
-
-/* The default policy, for a measurement's control. */
-__device__ static inline uint64_t l2_evict_normal(void)
-{
-    uint64_t p = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+    if constexpr (FIRST)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
 #endif
     return p;
 }

@@ -456,7 +456,7 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
             if (a.l2_first < 2 || n % 16 || (uintptr_t)src % 16)
                 prefetch_l2(src, n);
             else if (lane == 0)
-                bulk_prefetch_l2(src, (unsigned)n, a.l2_first == 2 ? l2_evict_first() : l2_evict_normal());
+                bulk_prefetch_l2(src, (unsigned)n, a.l2_first == 2 ? l2_evict_first() : l2_evict_first<false>());
         }
     }
     grid_begin();
