@@ -52,7 +52,7 @@ struct mm_args {
     int glu;           /* CUDA_EPI_PAIR: enum glu_gate */
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
-    int l2_first;      /* l2_first_enabled: 1, staged rows copied with l2_evict_first; 2, unstaged rows asked into L2 so too */
+    int l2_first;      /* l2_first_enabled's setting: 0 to 3 */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
     /* a decode pair with q8_out, whose first SPIN_CTAS CTAs form its Q8_1
      * product as its rows come in (pair_spin): the rows go to spin_y
