@@ -311,8 +311,11 @@ if nvcc then
   -- the real models against llama.cpp's records, where a model file is carried along
   table.insert(cuda_test_objs, B .. "/obj/tests/llama_fixture.o")
   table.insert(cuda_test_objs, B .. "/obj/tests/support.o")
-  -- and the per-model build's decode matmuls, to check them against the generic kernel
+  -- and the per-model build's decode matmuls, and those fixed by row length alone, to check
+  -- them against the generic kernel
   table.insert(cuda_test_objs, "obj/generated/qwen2_5_0_5b/kernels.o")
+  edge(("build %s/obj/tests/cuda/matmul_shapes.o: nvcc %s/tests/cuda/matmul_shapes.cu"):format(B, S))
+  table.insert(cuda_test_objs, B .. "/obj/tests/cuda/matmul_shapes.o")
   edge(("build %s/minfer-cuda-tests: link %s %s %s/libminfer.a"):format(B, table.concat(cuda_test_objs, " "), generic, B))
   table.insert(defaults, B .. "/minfer-cuda-tests")
   edge(("build %s/obj/tools/gpu_bench.o: cc %s/tools/gpu_bench.c"):format(B, S))

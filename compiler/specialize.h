@@ -12,8 +12,8 @@ int specialize(struct ir *ir, const char *what, struct error *e);
 
 /* How generated code names the model in its messages (n bytes at out): a
  * file by its file name, not its path; a preset by its name, not its quant
- * mix, which the binary does not require (other types run the kernels
- * fixed by shape only). */
+ * mix, which the binary does not require (other types run the generic
+ * kernels on the GPU). */
 void specialize_label(const char *what, char *out, size_t n);
 
 /* The architecture (description file stem) a preset or GGUF file needs,

@@ -128,7 +128,8 @@ struct model_check {
     const char *arch_name, *preset, *source;
     int n_tensors, n_nodes;
     size_t arena_1, arena_512; /* activation arena for 1 and 512 tokens */
-    int typed, launches;       /* a per-model build's: decode matmul launches its typed kernels run, of all */
+    int typed, by_length, launches; /* a per-model build's decode matmul launches: its typed kernels', its
+                                       kernels' for their row length, all (the rest: the generic ones) */
     struct error e;
 };
 
@@ -146,8 +147,11 @@ static int build_graphs(const struct model *m, struct model_check *c)
         *(k ? &c->arena_512 : &c->arena_1) = g.arena_bytes;
         c->n_nodes = g.n;
 #ifdef MINFER_CUDA
-        if (!rc && k == 0 && c->preset)
-            c->typed = cuda_backend_typed_launches(m, &g, &c->launches);
+        if (!rc && k == 0 && c->preset) {
+            int fixed[3]; /* by enum cuda_fixed: none, the row length, typed */
+            cuda_backend_fixed_launches(m, &g, fixed);
+            c->typed = fixed[2], c->by_length = fixed[1], c->launches = fixed[0] + fixed[1] + fixed[2];
+        }
 #endif
     }
     graph_free(&g);
@@ -221,7 +225,8 @@ static void print_json(const struct gguf *g, const char *path, struct gguf_str a
     else
         fputs("null", f);
     if (c->ok && c->launches) /* a per-model build's: see print_text */
-        fprintf(f, ", \"typed_launches\": %d, \"launches\": %d", c->typed, c->launches);
+        fprintf(f, ", \"typed_launches\": %d, \"row_length_launches\": %d, \"launches\": %d", c->typed, c->by_length,
+                c->launches);
     fprintf(f, "},\n  \"totals\": {\"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
                ", \"bits_per_weight\": %.4f}\n}\n",
             g->n_tensors, tot.params, tot.bytes, tot.params ? 8.0 * (double)tot.bytes / (double)tot.params : 0.0);
@@ -270,10 +275,14 @@ static void print_text(const struct gguf *g, const char *path, struct gguf_str a
                    "activations %.2f MiB for 1 token, %.2f MiB for 512\n", c->arch_name,
                 c->preset ? "specialized for " : "generic build", c->preset ? c->preset : "", c->source, c->n_tensors,
                 c->n_nodes, (double)c->arena_1 / 1048576.0, (double)c->arena_512 / 1048576.0);
-    if (c->ok && c->launches)
+    if (c->ok && c->launches) {
         fprintf(f, "kernels: %d of a token's %d matmul launches on the GPU take this build's typed kernels (its rows "
-                   "and types)%s\n", c->typed, c->launches,
-                c->typed < c->launches ? "; the rest its kernels for their row length" : "");
+                   "and types)", c->typed, c->launches);
+        if (c->typed < c->launches)
+            fprintf(f, "; %d its kernels for their row length, %d the generic ones", c->by_length,
+                    c->launches - c->typed - c->by_length);
+        fputc('\n', f);
+    }
 }
 
 int cmd_info(int argc, char **argv)

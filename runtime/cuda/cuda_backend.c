@@ -300,11 +300,10 @@ static const struct cuda_kernel *special_table(const struct model *m)
     return NULL;
 }
 
-int cuda_backend_typed_launches(const struct model *m, const struct graph *g, int *launches)
+void cuda_backend_fixed_launches(const struct model *m, const struct graph *g, int launches[3])
 {
     const struct cuda_kernel *special = special_table(m);
-    int typed = 0;
-    *launches = 0;
+    launches[0] = launches[1] = launches[2] = 0;
     for (int i = 0; i < g->n; i++) {
         const struct node *n = &g->node[i];
         if (!op_is_matmul(n->op))
@@ -313,10 +312,8 @@ int cuda_backend_typed_launches(const struct model *m, const struct graph *g, in
         const int n_w = op_info(n->op)->n_w;
         for (int j = 0; j < n_w && j < 3; j++)
             mats[j] = (struct cuda_matrix){ n->p.w[j]->type, NULL, n->p.w[j]->ne[1], NULL, NULL };
-        ++*launches;
-        typed += special && cuda_matmul_typed(special, mats, n_w, g->node[n->src[0]].ne[0], n->op == OP_FFN_GLU);
+        launches[cuda_matmul_fixed(special, mats, n_w, g->node[n->src[0]].ne[0], n->op == OP_FFN_GLU)]++;
     }
-    return typed;
 }
 
 static int cuda_init(void **state, const struct model *m, const struct backend_sizes *z, struct error *e)

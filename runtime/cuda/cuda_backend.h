@@ -8,12 +8,12 @@ long cuda_backend_replays(const void *state);
 /* How many engines share this engine's device weights (its model's one copy). */
 int cuda_backend_weight_engines(const void *state);
 
-/* Of a one-token graph g of model m, the decode matmul launches
- * (*launches) and how many of them a per-model build's typed kernels run
- * (their rows and types the build's; the rest take its kernels for the row
- * length, or the generic ones): for `minfer info`. */
+/* Of a one-token graph g of model m, how many decode matmul launches
+ * take each kind of kernel (launches[enum cuda_fixed]: a per-model build's
+ * typed ones, its ones for the row length, the generic ones): for
+ * `minfer info`. */
 struct graph;
 struct model;
-int cuda_backend_typed_launches(const struct model *m, const struct graph *g, int *launches);
+void cuda_backend_fixed_launches(const struct model *m, const struct graph *g, int launches[3]);
 
 #endif

@@ -169,10 +169,13 @@ extern const int cuda_kernel_table_count;
 int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf, int64_t nt,
                       const float *res, enum cuda_epilogue epi, void *q8_out, float *scratch,
                       const struct cuda_kernel *special, void *stream, struct error *e);
-/* Whether special has a typed entry (rows and types fixed) for a decode
- * launch of these n_mat matrices of row length k (pair: a SwiGLU/GeGLU
- * pair's gate and up): what cuda_matmul_multi would run it with. */
-bool cuda_matmul_typed(const struct cuda_kernel *special, const struct cuda_matrix *m, int n_mat, int64_t k, bool pair);
+/* Which of special's kernels cuda_matmul_multi runs a decode launch of
+ * these n_mat matrices of row length k with (pair: a SwiGLU/GeGLU pair's
+ * gate and up): a typed entry's (rows and types fixed), an entry's for the
+ * row length, or none (the generic kernel). */
+enum cuda_fixed { CUDA_FIXED_NONE, CUDA_FIXED_LENGTH, CUDA_FIXED_TYPED };
+enum cuda_fixed cuda_matmul_fixed(const struct cuda_kernel *special, const struct cuda_matrix *m, int n_mat, int64_t k,
+                                  bool pair);
 /* One matrix: x as its type reads it. */
 int cuda_matmul(enum tensor_type t, const void *w, int64_t k, int64_t n, const void *x, int64_t nt, const float *bias,
                 const float *res, enum cuda_epilogue epi, float *y, void *stream, struct error *e);

@@ -122,8 +122,17 @@ static cuda_matmul_fn typed_for(const struct cuda_kernel *special, const struct 
     return NULL;
 }
 
-extern "C" bool cuda_matmul_typed(const struct cuda_kernel *special, const struct cuda_matrix *m, int n_mat, int64_t k,
-                                  bool pair)
+/* special's entry for a's row length (any types), or NULL. */
+static cuda_matmul_fn length_for(const struct cuda_kernel *special, const struct mm_args &a)
+{
+    for (int i = 0; special && special[i].matmul; i++)
+        if (special[i].types[0] < 0 && special[i].k == a.k)
+            return special[i].matmul;
+    return NULL;
+}
+
+extern "C" enum cuda_fixed cuda_matmul_fixed(const struct cuda_kernel *special, const struct cuda_matrix *m, int n_mat,
+                                             int64_t k, bool pair)
 {
     struct mm_args a;
     memset(&a, 0, sizeof a);
@@ -132,19 +141,17 @@ extern "C" bool cuda_matmul_typed(const struct cuda_kernel *special, const struc
     a.n_mat = n_mat;
     for (int i = 0; i < n_mat && i < 3; i++)
         a.m[i].type = m[i].t, a.m[i].n = m[i].n;
-    return n_mat >= 1 && n_mat <= 3 && typed_for(special, a, n_mat) != NULL;
+    if (n_mat >= 1 && n_mat <= 3 && typed_for(special, a, n_mat))
+        return CUDA_FIXED_TYPED;
+    return length_for(special, a) ? CUDA_FIXED_LENGTH : CUDA_FIXED_NONE;
 }
 
 /* The generated decode matmul for a in special: the typed entry of its
  * row sets and types, else the entry for its row length, else NULL. */
 static cuda_matmul_fn special_for(const struct cuda_kernel *special, const struct mm_args &a, int n_mat)
 {
-    if (cuda_matmul_fn typed = typed_for(special, a, n_mat))
-        return typed;
-    for (int i = 0; special && special[i].matmul; i++)
-        if (special[i].types[0] < 0 && special[i].k == a.k)
-            return special[i].matmul;
-    return NULL;
+    cuda_matmul_fn typed = typed_for(special, a, n_mat);
+    return typed ? typed : length_for(special, a);
 }
 
 extern "C" int cuda_matmul_multi(const struct cuda_matrix *m, int n_mat, int64_t k, const void *xq, const float *xf,

@@ -223,11 +223,12 @@ static bool mixed_qkv(int64_t k, int64_t nt, const enum tensor_type types[3], co
     return ok;
 }
 
-/* The per-model build's decode matmuls (generated/qwen2_5_0_5b/kernels.cu,
- * row lengths fixed at compile time) give the generic kernel's bits: every
- * type at each of its row lengths, plain with a bias and as a SwiGLU pair
- * with its Q8_1 output. */
-extern const struct cuda_kernel qwen2_5_0_5b_cuda_kernels[];
+/* The decode matmuls fixed by row length alone (matmul_shapes.cu, the
+ * compiler's CUDA_MATMUL_INSTANCE) give the generic kernel's bits: every
+ * type at each of the table's row lengths, plain with a bias and as a
+ * SwiGLU pair with its Q8_1 output; and so do the per-model build's typed
+ * launches (generated/qwen2_5_0_5b/kernels.cu: rows and types fixed too). */
+extern const struct cuda_kernel test_row_length_kernels[], qwen2_5_0_5b_cuda_kernels[];
 
 static bool specialized_case(const struct cuda_kernel *special, enum tensor_type t, int64_t k)
 {
@@ -346,7 +347,7 @@ void test_matmul_per_model_gives_the_generic_bits(void)
 {
     static const enum tensor_type types[] = { TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0, TYPE_Q4_K,
                                               TYPE_Q5_K, TYPE_Q6_K, TYPE_F32, TYPE_F16, TYPE_BF16 };
-    const struct cuda_kernel *sp = qwen2_5_0_5b_cuda_kernels;
+    const struct cuda_kernel *sp = test_row_length_kernels;
     int cases = 0;
     for (int i = 0; sp[i].matmul; i++) {
         bool seen = false;
@@ -355,17 +356,25 @@ void test_matmul_per_model_gives_the_generic_bits(void)
         for (size_t t = 0; !seen && t < sizeof types / sizeof types[0]; t++) {
             if (sp[i].k % type_info(types[t])->block_elems)
                 continue;
-            if (!specialized_case(sp, types[t], sp[i].k))
+            const struct cuda_matrix one = { types[t], NULL, 64, NULL, NULL };
+            if (!CHECK(cuda_matmul_fixed(sp, &one, 1, sp[i].k, false) == CUDA_FIXED_LENGTH,
+                       "%s at k=%lld: the launch does not take the table's kernel for its row length", type_name(types[t]),
+                       (long long)sp[i].k) ||
+                !specialized_case(sp, types[t], sp[i].k))
                 return;
             cases++;
         }
     }
-    printf("    %d (type, row length) cases of the qwen2.5-0.5b build: the same bits as the generic kernel\n", cases);
-    CHECK(cases >= 10, "only %d cases: the per-model table lost its row lengths", cases);
+    printf("    %d (type, row length) cases of the kernels fixed by row length: the same bits as the generic kernel\n",
+           cases);
+    if (!CHECK(cases >= 10, "only %d cases: the table lost its row lengths", cases))
+        return;
+    sp = qwen2_5_0_5b_cuda_kernels;
     int typed = 0;
     for (int i = 0; sp[i].matmul; i++) {
-        if (sp[i].types[0] < 0)
-            continue;
+        if (!CHECK(sp[i].types[0] >= 0, "the qwen2.5-0.5b build knows its types, yet has an entry for row length %lld alone",
+                   (long long)sp[i].k))
+            return;
         if (!typed_case(sp, &sp[i]))
             return;
         typed++;
