@@ -148,9 +148,8 @@ static int build_graphs(const struct model *m, struct model_check *c)
         c->n_nodes = g.n;
 #ifdef MINFER_CUDA
         if (!rc && k == 0 && c->preset) {
-            int fixed[3]; /* by enum cuda_fixed: none, the row length, typed */
-            cuda_backend_fixed_launches(m, &g, fixed);
-            c->typed = fixed[2], c->by_length = fixed[1], c->launches = fixed[0] + fixed[1] + fixed[2];
+            const struct cuda_launches n = cuda_backend_fixed_launches(m, &g);
+            c->typed = n.typed, c->by_length = n.by_length, c->launches = n.typed + n.by_length + n.generic;
         }
 #endif
     }

@@ -300,10 +300,10 @@ static const struct cuda_kernel *special_table(const struct model *m)
     return NULL;
 }
 
-void cuda_backend_fixed_launches(const struct model *m, const struct graph *g, int launches[3])
+struct cuda_launches cuda_backend_fixed_launches(const struct model *m, const struct graph *g)
 {
     const struct cuda_kernel *special = special_table(m);
-    launches[0] = launches[1] = launches[2] = 0;
+    struct cuda_launches c = { 0, 0, 0 };
     for (int i = 0; i < g->n; i++) {
         const struct node *n = &g->node[i];
         if (!op_is_matmul(n->op))
@@ -312,8 +312,13 @@ void cuda_backend_fixed_launches(const struct model *m, const struct graph *g, i
         const int n_w = op_info(n->op)->n_w;
         for (int j = 0; j < n_w && j < 3; j++)
             mats[j] = (struct cuda_matrix){ n->p.w[j]->type, NULL, n->p.w[j]->ne[1], NULL, NULL };
-        launches[cuda_matmul_fixed(special, mats, n_w, g->node[n->src[0]].ne[0], n->op == OP_FFN_GLU)]++;
+        switch (cuda_matmul_fixed(special, mats, n_w, g->node[n->src[0]].ne[0], n->op == OP_FFN_GLU)) {
+        case CUDA_FIXED_TYPED: c.typed++; break;
+        case CUDA_FIXED_LENGTH: c.by_length++; break;
+        case CUDA_FIXED_NONE: c.generic++; break;
+        }
     }
+    return c;
 }
 
 static int cuda_init(void **state, const struct model *m, const struct backend_sizes *z, struct error *e)

@@ -9,11 +9,14 @@ long cuda_backend_replays(const void *state);
 int cuda_backend_weight_engines(const void *state);
 
 /* Of a one-token graph g of model m, how many decode matmul launches
- * take each kind of kernel (launches[enum cuda_fixed]: a per-model build's
- * typed ones, its ones for the row length, the generic ones): for
- * `minfer info`. */
+ * take each kind of kernel: for `minfer info`. */
+struct cuda_launches {
+    int typed;     /* a per-model build's typed kernels (its rows and types) */
+    int by_length; /* its kernels for their row length */
+    int generic;   /* the runtime-shaped ones */
+};
 struct graph;
 struct model;
-void cuda_backend_fixed_launches(const struct model *m, const struct graph *g, int launches[3]);
+struct cuda_launches cuda_backend_fixed_launches(const struct model *m, const struct graph *g);
 
 #endif
