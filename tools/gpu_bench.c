@@ -61,11 +61,12 @@ int gpu_bench_replayed_us(gpu_bench_launch fn, const void *ctx, int n, int reps,
 }
 
 /* A decode step's small kernels at one model's shapes: kind 0 the norm, 1
- * the heads, 2 attention. */
+ * the heads, 2 attention, 3 the heads reading the step's rotation (formed
+ * by the graph's first launch, as by a step's first layer). */
 struct small {
     int kind;
     int64_t d, h, hk, hd, n_ctx, chunk;
-    void *x, *w, *q8, *q, *kl, *vl, *att, *y, *pos;
+    void *x, *w, *q8, *q, *kl, *vl, *att, *y, *pos, *rot;
     struct cuda_heads parts[2];
     struct cuda_kv_dest store;
 };
@@ -73,11 +74,12 @@ struct small {
 static int small_launch(const void *ctx, int i, void *st, struct error *e)
 {
     const struct small *m = ctx;
-    (void)i;
+    const struct cuda_rotation rot = { m->rot, i > 0 };
     if (m->kind == 0)
         return cuda_rms_norm(m->x, m->w, 1e-6f, m->d, 1, NULL, NULL, m->q8, st, e);
-    if (m->kind == 1)
-        return cuda_head_norm_rope_parts(m->parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, m->pos, m->hd, 1, &m->store, st, e);
+    if (m->kind == 1 || m->kind == 3)
+        return cuda_head_norm_rope_parts(m->parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, m->pos, m->hd, 1, &m->store,
+                                         m->kind == 3 ? &rot : NULL, st, e);
     return cuda_attention(KV_F16, m->kl, m->vl, m->q, m->pos, m->hd, m->h, m->hk, 1, m->n_ctx, m->chunk, 0, m->att, m->y,
                           m->q8, st, e);
 }
@@ -96,7 +98,7 @@ static int small_kernels(int reps)
         const int64_t d = models[mi].d_model, h = models[mi].h, hk = models[mi].h_kv, hd = models[mi].hd;
         const size_t cache = (size_t)hk * (size_t)n_ctx * kv_row_bytes(KV_F16, hd);
         const size_t scratch = cuda_attention_scratch_floats(hd, h, n_ctx, chunk) * sizeof(float);
-        void *x, *w, *q8, *q, *k, *v, *kl, *vl, *att, *y, *pos;
+        void *x, *w, *q8, *q, *k, *v, *kl, *vl, *att, *y, *pos, *rot;
         const int32_t p = 127;
         if (cuda_alloc(&x, (size_t)d * 4, "x", &e) || cuda_alloc(&w, (size_t)d * 4, "w", &e) ||
             cuda_alloc(&q8, (size_t)(d / 32) * 36, "q8", &e) || cuda_alloc(&q, (size_t)(h * hd) * 4, "q", &e) ||
@@ -104,24 +106,26 @@ static int small_kernels(int reps)
             cuda_alloc(&kl, cache, "K cache", &e) || cuda_alloc(&vl, cache, "V cache", &e) ||
             cuda_alloc(&att, scratch, "attention scratch", &e) || cuda_alloc(&y, (size_t)(h * hd) * 4, "y", &e) ||
             cuda_alloc(&pos, sizeof p, "pos", &e) || cuda_upload(pos, &p, sizeof p, &e) ||
+            cuda_alloc(&rot, (size_t)hd * 4, "rotation", &e) ||
             cuda_memset_async(x, 0, (size_t)d * 4, NULL, &e) || cuda_memset_async(w, 0, (size_t)d * 4, NULL, &e) ||
             cuda_memset_async(q, 0, (size_t)(h * hd) * 4, NULL, &e) || cuda_memset_async(k, 0, (size_t)(hk * hd) * 4, NULL, &e) ||
             cuda_memset_async(v, 0, (size_t)(hk * hd) * 4, NULL, &e) || cuda_memset_async(kl, 0, cache, NULL, &e) ||
             cuda_memset_async(vl, 0, cache, NULL, &e) || cuda_memset_async(att, 0, scratch, NULL, &e) ||
             cuda_sync(&e)) /* the zeros in before the graph's stream reads them */
             return fail_line(&e);
-        struct small m = { 0, d, h, hk, hd, n_ctx, chunk, x, w, q8, q, kl, vl, att, y, pos,
+        struct small m = { 0, d, h, hk, hd, n_ctx, chunk, x, w, q8, q, kl, vl, att, y, pos, rot,
                            { { q, models[mi].qk_norm ? w : NULL, q, h }, { k, models[mi].qk_norm ? w : NULL, k, hk } },
                            { KV_F16, kl, vl, v, n_ctx } };
-        for (m.kind = 0; m.kind < 3; m.kind++) {
+        for (m.kind = 0; m.kind < 4; m.kind++) {
             static const char *what[] = { "rms_norm, Q8_1 out", "Q/K head norm + RoPE + KV store (f16)",
-                                          "attention over 128 positions (f16 KV), Q8_1 out" };
+                                          "attention over 128 positions (f16 KV), Q8_1 out",
+                                          "the heads' launch reading the step's rotation" };
             double us;
             if (gpu_bench_replayed_us(small_launch, &m, SMALL_LAUNCHES, reps, &us, &e))
                 return fail_line(&e);
             printf("| %s | %s | %.2f |\n", what[m.kind], models[mi].model, us);
         }
-        void *all[] = { x, w, q8, q, k, v, kl, vl, att, y, pos };
+        void *all[] = { x, w, q8, q, k, v, kl, vl, att, y, pos, rot };
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             cuda_free(all[i]);
     }

@@ -29,6 +29,8 @@ struct capture {
     void *exec;           /* the instantiated CUDA graph, once captured */
 };
 
+#define ROT_SLOTS 4 /* RoPEs a step (Gemma 3: its local and global ones) */
+
 struct cuda_state {
     const struct model *m;
     struct cuda_device_info info;
@@ -51,6 +53,16 @@ struct cuda_state {
     int skip[2];          /* nodes an earlier launch computed (K's RoPE with Q's, the KV store with K's) */
     float *att;           /* attention partials */
     float *pair_y;        /* a decode pair's rows on their way to Q8_1 (cuda_matmul_multi), every bit set between launches */
+    /* A decode step's rotations (struct cuda_rotation: head_dim floats
+     * each), one for each RoPE of the step (its base, factor, head size and
+     * positions), formed by the first head launch of it recorded in the
+     * step (n_rot of them so far); off with MINFER_NO_ROTATION=1 (for
+     * measurements: every launch forms its own) */
+    float *rot[ROT_SLOTS];
+    struct { float base, factor; int64_t d; const void *pos; } rot_key[ROT_SLOTS];
+    int n_rot;
+    bool rot_off;
+    long rot_reads;       /* head launches recorded reading one (cuda_backend.h) */
     void *argmax;         /* the argmax's scratch (cuda_argmax_scratch_bytes) */
     /* The argmax's token id, page-locked and written by the kernel itself
      * (token_dev its device address), ready once token_ready has passed */
@@ -211,6 +223,7 @@ static void cuda_free_state(void *state)
     cuda_free(s->q8[1]);
     cuda_free(s->att);
     cuda_free(s->pair_y);
+    cuda_free(s->rot[0]);
     cuda_free(s->argmax);
     cuda_host_free((void *)s->token);
     cuda_event_destroy(s->token_ready);
@@ -380,6 +393,7 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_alloc(&s->q8[0], s->q8_bytes, "Q8_1 scratch", e) || cuda_alloc(&s->q8[1], s->q8_bytes, "Q8_1 scratch", e) ||
              cuda_alloc((void **)&s->att, att, "attention scratch", e) ||
              cuda_alloc((void **)&s->pair_y, pair_y, "the pair's rows", e) ||
+             cuda_alloc((void **)&s->rot[0], ROT_SLOTS * (size_t)z->head_dim * sizeof(float), "the step's rotations", e) ||
              cuda_alloc(&s->argmax, cuda_argmax_scratch_bytes(), "argmax scratch", e) ||
              cuda_memset_async(s->argmax, 0, cuda_argmax_scratch_bytes(), s->stream, e) ||
              cuda_host_alloc((void **)&s->token, sizeof(int32_t), "the argmax's token", e) ||
@@ -404,6 +418,9 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
         *state = NULL;
         return -1;
     }
+    for (int r = 1; r < ROT_SLOTS; r++)
+        s->rot[r] = s->rot[0] + (size_t)r * (size_t)z->head_dim;
+    s->rot_off = getenv("MINFER_NO_ROTATION") && strcmp(getenv("MINFER_NO_ROTATION"), "1") == 0;
     s->arena_bytes = z->arena_bytes;
     return 0;
 }
@@ -483,6 +500,30 @@ static int next_active(const struct graph *g, int i)
     return -1;
 }
 
+/* The step's rotation for a head launch's RoPE (base, factor, heads of d,
+ * nt columns at pos), into *rot: formed by an earlier head launch of the
+ * step, or to be formed by this one; false where there is none (more than
+ * one column, heads past head_dim, every slot taken, MINFER_NO_ROTATION). */
+static bool rotation_of(struct cuda_state *s, float base, float factor, int64_t d, int64_t nt, const int32_t *pos,
+                        struct cuda_rotation *rot)
+{
+    if (s->rot_off || nt != 1 || base <= 0 || d > s->head_dim)
+        return false;
+    int r = 0;
+    while (r < s->n_rot && !(s->rot_key[r].base == base && s->rot_key[r].factor == factor && s->rot_key[r].d == d &&
+                             s->rot_key[r].pos == pos))
+        r++;
+    if (r == ROT_SLOTS)
+        return false;
+    *rot = (struct cuda_rotation){ s->rot[r], r < s->n_rot };
+    s->rot_reads += rot->formed;
+    if (r == s->n_rot) {
+        s->rot_key[r].base = base, s->rot_key[r].factor = factor, s->rot_key[r].d = d, s->rot_key[r].pos = pos;
+        s->n_rot++;
+    }
+    return true;
+}
+
 /* Head norm / RoPE of node i, and of the next active node in the same
  * launch when it is the same op with the same parameters (Q's then K's:
  * the memory plan keeps Q's input alive through K's node, op_shares_launch),
@@ -514,10 +555,11 @@ static int run_heads(struct cuda_state *s, const struct graph *g, int i, struct 
         store = (struct cuda_kv_dest){ s->kv_type, s->kv_k + at, s->kv_v + at, (const float *)data(s, g, kv->src[1]), s->n_ctx };
         s->skip[1] = st;
     }
-    return cuda_head_norm_rope_parts(parts, count, n->p.eps, rope ? n->p.rope_base : 0.0f, n->p.rope_factor, n->p.rope_style,
-                                     fold ? (const int32_t *)data(s, g, kv->src[2])
-                                     : rope ? (const int32_t *)data(s, g, n->src[1]) : NULL, n->ne[0], n->ne[2],
-                                     fold ? &store : NULL, s->stream, e);
+    const int32_t *pos = fold ? (const int32_t *)data(s, g, kv->src[2]) : rope ? (const int32_t *)data(s, g, n->src[1]) : NULL;
+    struct cuda_rotation rot;
+    const bool rotated = rope && rotation_of(s, n->p.rope_base, n->p.rope_factor, n->ne[0], n->ne[2], pos, &rot);
+    return cuda_head_norm_rope_parts(parts, count, n->p.eps, rope ? n->p.rope_base : 0.0f, n->p.rope_factor, n->p.rope_style, pos,
+                                     n->ne[0], n->ne[2], fold ? &store : NULL, rotated ? &rot : NULL, s->stream, e);
 }
 
 static int run_node(struct cuda_state *s, const struct graph *g, int i, struct error *e)
@@ -661,6 +703,7 @@ static int launch_all(struct cuda_state *s, const struct graph *g, struct error 
 {
     s->q8_of = -1;
     s->skip[0] = s->skip[1] = -1;
+    s->n_rot = 0;
     s->ahead_node = -1;
     s->forked = false;
     for (int i = 0; i < g->n; i++)
@@ -832,6 +875,7 @@ static void cuda_describe(void *state, char *buf, size_t n)
 }
 
 long cuda_backend_replays(const void *state) { return ((const struct cuda_state *)state)->replays; }
+long cuda_backend_rotations_read(const void *state) { return ((const struct cuda_state *)state)->rot_reads; }
 
 const struct backend cuda_backend = {
     .name = "cuda",

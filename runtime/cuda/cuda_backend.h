@@ -5,6 +5,11 @@
 /* How many times this engine's state replayed a captured CUDA graph. */
 long cuda_backend_replays(const void *state);
 
+/* How many head launches this engine's state recorded reading their
+ * step's rotation (formed by an earlier launch of the step) instead of
+ * forming it. */
+long cuda_backend_rotations_read(const void *state);
+
 /* How many engines share this engine's device weights (its model's one copy). */
 int cuda_backend_weight_engines(const void *state);
 

@@ -83,9 +83,17 @@ struct cuda_kv_dest {
     const float *v;    /* [d, h_kv, nt] */
     int64_t n_ctx;
 };
+/* A decode step's rotation (RoPE's cos and sin of each of the d/2 pairs at
+ * the column's position, float pairs in rot): formed, sines and cosines in
+ * double precision, by the step's first head launch of its RoPE and read
+ * by the others (formed: already there), so they form none. */
+struct cuda_rotation {
+    float *rot;
+    bool formed;
+};
 int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base, float rope_factor,
-                              int rope_style, const int32_t *pos, int64_t d, int64_t nt, const struct cuda_kv_dest *store, void *stream,
-                              struct error *e);
+                              int rope_style, const int32_t *pos, int64_t d, int64_t nt, const struct cuda_kv_dest *store,
+                              const struct cuda_rotation *rot, void *stream, struct error *e);
 /* (quantize_q8_1.h quantizes an f32 activation for a matmul that did not get Q8_1 from its producer) */
 
 /* elementwise.cu */

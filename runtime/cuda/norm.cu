@@ -147,6 +147,8 @@ struct hnr_args {
     int64_t d;
     struct cuda_kv_dest store;
     size_t row_bytes; /* of a cached row */
+    float2 *rot;      /* a decode step's rotation (struct cuda_rotation), or NULL */
+    bool rot_formed;
 };
 
 /* The sum of the squares of x[0..d), in the order of a 128-thread CTA's
@@ -228,6 +230,8 @@ __device__ static void head_norm_rope_one(const struct hnr_args &a, int64_t hh, 
             } else {
                 const double theta = rope_angle(a, a.pos[c], i, freq0);
                 cs = (float)cos(theta), sn = (float)sin(theta);
+                if (a.rot && hh == 0) /* the step's rotation, for its head launches after this one */
+                    a.rot[i] = make_float2(cs, sn);
             }
             const int64_t x0i = a.style == ROPE_NEOX ? i : 2 * i, x1i = a.style == ROPE_NEOX ? i + d / 2 : 2 * i + 1;
             const float x0 = v[x0i], x1 = v[x1i];
@@ -258,8 +262,8 @@ __global__ void __launch_bounds__(HEAD_THREADS) head_norm_rope_kernel(const stru
     grid_begin();
     const int64_t c = blockIdx.y;
     __shared__ double partial[HEAD_THREADS / 32];
-    if (a.group == 1) { /* the CTA's threads together, each forming its pairs' rotation: a decode step's shortest path */
-        head_norm_rope_one<KT>(a, blockIdx.x, c, NULL, freq0, smem, threadIdx.x, HEAD_THREADS, partial);
+    if (a.group == 1) { /* the CTA's threads together, each forming its pairs' rotation (or reading the step's): a decode step's shortest path */
+        head_norm_rope_one<KT>(a, blockIdx.x, c, a.rot_formed ? a.rot : NULL, freq0, smem, threadIdx.x, HEAD_THREADS, partial);
         timeline_mark(TIMELINE_DONE);
         return;
     }
@@ -276,7 +280,8 @@ __global__ void __launch_bounds__(HEAD_THREADS) head_norm_rope_kernel(const stru
 
 extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_part, float eps, float rope_base,
                                          float rope_factor, int rope_style, const int32_t *pos, int64_t d, int64_t nt,
-                                         const struct cuda_kv_dest *store, void *stream, struct error *e)
+                                         const struct cuda_kv_dest *store, const struct cuda_rotation *rot, void *stream,
+                                         struct error *e)
 {
     struct hnr_args a;
     memset(&a, 0, sizeof a);
@@ -300,6 +305,11 @@ extern "C" int cuda_head_norm_rope_parts(const struct cuda_heads *parts, int n_p
         a.row_bytes = kv_row_bytes(store->kt, d);
     }
     a.heads = heads + (store ? parts[n_part - 1].h : 0);
+    if (rot && (nt != 1 || rope_base <= 0 || !rot->rot))
+        return fail(e, "head_norm_rope: a rotation for %lld columns%s (one column, with RoPE)", (long long)nt,
+                    rope_base <= 0 ? " without RoPE" : "");
+    a.rot = rot ? (float2 *)rot->rot : NULL;
+    a.rot_formed = rot && rot->formed;
     a.group = nt > CUDA_PROMPT_MIN_COLUMNS ? 8 : 1;
     const dim3 grid((unsigned)((a.heads + a.group - 1) / a.group), (unsigned)nt);
     const size_t smem = (size_t)d * sizeof(float) * (1 + HEAD_THREADS / 32); /* 40 KiB at most: no opt-in */
@@ -322,5 +332,5 @@ extern "C" int cuda_head_norm_rope(const float *x, const float *w, float eps, fl
                                    void *stream, struct error *e)
 {
     const struct cuda_heads part = { x, w, y, h };
-    return cuda_head_norm_rope_parts(&part, 1, eps, rope_base, rope_factor, rope_style, pos, d, nt, NULL, stream, e);
+    return cuda_head_norm_rope_parts(&part, 1, eps, rope_base, rope_factor, rope_style, pos, d, nt, NULL, NULL, stream, e);
 }

@@ -294,6 +294,43 @@ void test_backend_prefetch_changes_no_bits(void)
     }
 }
 
+/* A decode step's head launches after the first of each RoPE read the
+ * rotation it formed (cuda_backend.c's rotation_of) instead of forming
+ * their own: the logits of steps where every launch forms its own
+ * (MINFER_NO_ROTATION=1), bit for bit, with every KV cache type, in
+ * replayed graphs. (RoPE NEOX in the Qwens, the normal pairs in Llama;
+ * Gemma 3's two RoPEs a step in the transformers fixtures and the device
+ * script's Gemma model.) */
+static bool rotation_changes_no_bits(int t, enum kv_type kv, const struct model *m)
+{
+    struct engine on, off;
+    bool opened = open_engine_kv(&on, m, "cuda", 4, true, false, kv);
+    setenv("MINFER_NO_ROTATION", "1", 1);
+    opened = opened && open_engine_kv(&off, m, "cuda", 4, true, false, kv);
+    unsetenv("MINFER_NO_ROTATION");
+    if (!opened)
+        return false;
+    const int64_t v = on.n_vocab;
+    float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
+    const long before = cuda_backend_replays(on.bs);
+    bool ok = run_sequence(&on, a) && run_sequence(&on, a) && run_sequence(&off, b); /* twice: the second all replays */
+    const long replays = cuda_backend_replays(on.bs) - before;
+    ok = ok && CHECK(replays >= 20, "%s: %ld steps replayed a captured graph, expected >= 20", tinies[t].arch, replays);
+    ok = ok && CHECK(cuda_backend_rotations_read(on.bs) > 0 && cuda_backend_rotations_read(off.bs) == 0,
+                     "%s: %ld head launches read the step's rotation (%ld with MINFER_NO_ROTATION=1)", tinies[t].arch,
+                     cuda_backend_rotations_read(on.bs), cuda_backend_rotations_read(off.bs));
+    ok = ok && CHECK(memcmp(a, b, (size_t)(24 * v) * 4) == 0, "%s (KV %s): the step's one rotation changed the logits",
+                     tinies[t].arch, kv_type_name(kv));
+    if (ok)
+        printf("    %s (KV %s): 2 x 24 positions with the step's rotation formed once (%ld launches read it) equal to formed "
+               "by every head launch; %ld replayed\n", tinies[t].arch, kv_type_name(kv), cuda_backend_rotations_read(on.bs), replays);
+    free(a), free(b);
+    engine_free(&on), engine_free(&off);
+    return ok;
+}
+
+void test_backend_rotation_changes_no_bits(void) { each_model_and_kv(rotation_changes_no_bits); }
+
 /* engine_eval_next feeds each greedy token to its step on the device:
  * the same tokens and logit bits as reading the argmax and evaluating it
  * (run_sequence), with graphs and without; the logits read after each

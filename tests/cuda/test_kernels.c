@@ -359,7 +359,7 @@ static bool folded_kv_store(enum kv_type kt)
     for (int way = 0; way < 2 && ok; way++) { /* 0: three steps, 1: one launch */
         const struct cuda_heads parts[2] = { { r.dq, r.dqw, r.yq[way], r.h }, { r.dk, r.dkw, r.yk[way], r.h_kv } };
         const struct cuda_kv_dest store = { kt, r.kc[way], r.vc[way], r.dv, r.n_ctx };
-        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, r.dpos, r.d, r.nt, way ? &store : NULL, NULL, &e) == 0 &&
+        ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, r.dpos, r.d, r.nt, way ? &store : NULL, NULL, NULL, &e) == 0 &&
                        (way || cuda_kv_store(kt, r.kc[0], r.vc[0], r.yk[0], r.dv, r.dpos, r.d, r.h_kv, r.nt, r.n_ctx, NULL, &e) == 0),
                    "%s", e.msg);
     }
@@ -388,7 +388,7 @@ static bool grouped_heads(enum kv_type kt, int64_t d)
             const struct cuda_heads parts[2] = { { r.dq + at * h * d, r.dqw, r.yq[way] + at * h * d, h },
                                                  { r.dk + at * h_kv * d, r.dkw, r.yk[way] + at * h_kv * d, h_kv } };
             const struct cuda_kv_dest store = { kt, r.kc[way], r.vc[way], r.dv + at * h_kv * d, r.n_ctx };
-            ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, r.dpos + at, d, n, &store, NULL, &e) == 0,
+            ok = CHECK(cuda_head_norm_rope_parts(parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, r.dpos + at, d, n, &store, NULL, NULL, &e) == 0,
                        "%s", e.msg);
         }
     }
