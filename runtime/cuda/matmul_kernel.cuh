@@ -58,6 +58,9 @@ struct mm_args {
      * product as its rows come in (pair_spin): the rows go to spin_y
      * (m[0].y: SPIN_EMPTY where none is yet), the f32 product to spin_out */
     float *spin_y, *spin_out;
+    /* a decode step's staged launch: its CTAs b < pace_ctas wait b stages'
+     * bytes / pace_rate ns before anything else (stage_pace); 0: none */
+    unsigned pace_rate, pace_ctas;
 };
 
 /* A spinning pair's CTAs that quantize (pair_spin), before those that
@@ -339,6 +342,28 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
     }
 }
 
+/* A staged decode launch's CTA b < pace_ctas (the first wave on an H200:
+ * 8 CTAs an SM), before it asks for its rows or passes its grid dependency
+ * wait (so before it lets the next launch in), waits b * bytes /
+ * pace_rate ns from its entry (bytes: its stage): the first wave's asks
+ * at about pace_rate bytes a ns rather than all at once. Off unless
+ * MINFER_MM_PACE asks (pace_set): measured at 4000, 8B Q4_K_M tg128 x1.049,
+ * 8B Q8_0 x0.995, 0.5B x0.975; the same delay on lane 0 alone, the rest
+ * of the CTA passing its wait, lost (x0.983, x0.965, x0.970); BENCHMARKS,
+ * twenty-eighth session. */
+__device__ static inline void stage_pace(const struct mm_args &a, size_t bytes)
+{
+    if (!a.pace_rate || blockIdx.x >= a.pace_ctas || gridDim.y > 1)
+        return;
+    const unsigned long long delay = (unsigned long long)blockIdx.x * bytes / a.pace_rate;
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        __nanosleep(32);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < delay);
+}
+
 /* The warp's RW rows from r of set mi against columns c0.. (nc of them;
  * xq and xf at column c0): the weights at w0 (staged, or in global
  * memory), the pair's up rows at up; each row's sum, plus its bias, plus
@@ -446,6 +471,8 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     int64_t r;
     const bool live = find_row<FIX, PAIR>(a, ((int64_t)blockIdx.x - spin) * WARPS * RW + (int64_t)warp * RW, &mi, &r);
     uint8_t *mine = staged + (size_t)warp * a.stage;
+    if (STAGE && NC == 1)
+        stage_pace(a, (size_t)WARPS * a.stage);
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
         bulk_init(&staged_bar[warp]);
         stage_ask<T, RW, PAIR>(a, mi, r, mine, &staged_bar[warp]);
@@ -754,6 +781,15 @@ static inline int l2_first_enabled(void)
     return cuda_stage_enabled() ? (int)measured_setting("MINFER_MM_EVICT", 2, 0, 3, &m) : 0;
 }
 
+/* A decode launch's pacing (stage_pace): MINFER_MM_PACE bytes a ns (0,
+ * the default: none), for the first 8 CTAs an SM. */
+static inline void pace_set(struct mm_args *b)
+{
+    static std::atomic<long long> rate{ -1 };
+    b->pace_rate = (unsigned)measured_setting("MINFER_MM_PACE", 0, 0, 1 << 20, &rate);
+    b->pace_ctas = (unsigned)(8 * cuda_sm_count());
+}
+
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
@@ -764,6 +800,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
     b.l2_first = l2_first_enabled();
+    pace_set(&b);
     const unsigned spin = PAIR && a.spin_y ? SPIN_CTAS : 0; /* a spinning pair's quantizing CTAs come first */
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
