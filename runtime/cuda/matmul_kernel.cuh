@@ -342,15 +342,13 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
     }
 }
 
-/* A staged decode launch's CTA b < pace_ctas (the first wave on an H200:
- * 8 CTAs an SM), before it asks for its rows or passes its grid dependency
- * wait (so before it lets the next launch in), waits b * bytes /
- * pace_rate ns from its entry (bytes: its stage): the first wave's asks
- * at about pace_rate bytes a ns rather than all at once. Off unless
- * MINFER_MM_PACE asks (pace_set): measured at 4000, 8B Q4_K_M tg128 x1.049,
- * 8B Q8_0 x0.995, 0.5B x0.975; the same delay on lane 0 alone, the rest
- * of the CTA passing its wait, lost (x0.983, x0.965, x0.970); BENCHMARKS,
- * twenty-eighth session. */
+/* A staged decode launch's CTA b < pace_ctas (those the SMs hold at
+ * once), before it asks for its rows or passes its grid dependency wait
+ * (so before it lets the next launch in), waits b * bytes / pace_rate ns
+ * from its entry (bytes: its stage): the first wave asks at about the
+ * DRAM's rate rather than all at once, so a dependency's own loads wait
+ * behind a short queue (pace_set; BENCHMARKS, twenty-eighth and
+ * twenty-ninth sessions). */
 __device__ static inline void stage_pace(const struct mm_args &a, size_t bytes)
 {
     if (!a.pace_rate || blockIdx.x >= a.pace_ctas || gridDim.y > 1)
@@ -781,13 +779,35 @@ static inline int l2_first_enabled(void)
     return cuda_stage_enabled() ? (int)measured_setting("MINFER_MM_EVICT", 2, 0, 3, &m) : 0;
 }
 
-/* A decode launch's pacing (stage_pace): MINFER_MM_PACE bytes a ns (0,
- * the default: none), for the first 8 CTAs an SM. */
-static inline void pace_set(struct mm_args *b)
+/* A staged decode launch's pacing (stage_pace), set for the kernel k of
+ * ctas CTAs, threads and smem bytes each: PACE_RATE bytes a ns, the CTAs
+ * paced the occupancy's first wave (memo: smem << 8 | CTAs an SM), where
+ * the launch stages PACE_MIN_MIB or more; MINFER_MM_PACE=R another rate,
+ * 0 none (for measurements). Measured (tg128 A/B): 8B Q4_K_M x1.065, Q8_0
+ * x1.045, the 0.5B even (only its output matrix paced). 4000 or 6000
+ * B/ns gained less, a PACE_MIN_MIB of 16 (the 8B's attn_output unpaced)
+ * less, every launch paced (the 0.5B's short ones) lost 3%, and 8 CTAs
+ * an SM paced from their entry whatever the occupancy lost the Q8_0's
+ * gain (its 34 KiB CTAs, 5 an SM: the later ones waited twice). */
+#define PACE_RATE 5000
+#define PACE_MIN_MIB 8
+static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsigned ctas, int threads, size_t smem,
+                            std::atomic<long long> *memo)
 {
     static std::atomic<long long> rate{ -1 };
-    b->pace_rate = (unsigned)measured_setting("MINFER_MM_PACE", 0, 0, 1 << 20, &rate);
-    b->pace_ctas = (unsigned)(8 * cuda_sm_count());
+    b->pace_rate = (unsigned)measured_setting("MINFER_MM_PACE", PACE_RATE, 0, 1 << 20, &rate);
+    if (!b->pace_rate || (size_t)ctas * smem < ((size_t)PACE_MIN_MIB << 20)) {
+        b->pace_rate = 0;
+        return;
+    }
+    long long m = memo->load(std::memory_order_relaxed);
+    if (m < 0 || (size_t)(m >> 8) != smem) {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem) != cudaSuccess)
+            cudaGetLastError(), per_sm = 0; /* unknown: none paced (a failed launch reports itself) */
+        memo->store(m = (long long)smem << 8 | per_sm, std::memory_order_relaxed);
+    }
+    b->pace_ctas = (unsigned)((m & 0xff) * cuda_sm_count());
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its
@@ -800,12 +820,15 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
     b.l2_first = l2_first_enabled();
-    pace_set(&b);
+    b.pace_rate = 0;
+    static std::atomic<long long> paced4{ -1 }, paced_full{ -1 }, paced{ -1 };
     const unsigned spin = PAIR && a.spin_y ? SPIN_CTAS : 0; /* a spinning pair's quantizing CTAs come first */
     if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
-            launch(matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>, dim3((unsigned)((rows / RW + 3) / 4) + spin),
-                   4 * 32, 4 * (size_t)b.stage, s, b);
+            const auto k4 = matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>;
+            const unsigned ctas = (unsigned)((rows / RW + 3) / 4) + spin;
+            pace_set(&b, k4, ctas, 4 * 32, 4 * (size_t)b.stage, &paced4);
+            launch(k4, dim3(ctas), 4 * 32, 4 * (size_t)b.stage, s, b);
             return;
         }
     const dim3 grid((unsigned)((rows / RW + W - 1) / W) + spin);
@@ -814,13 +837,17 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
             return;
         static std::atomic<long long> memo{ -1 };
         if (b.stage && full_pays(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid.x - spin, W * b.stage, &memo)) {
-            launch(matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
+            const auto full = matmul_kernel<T, W, 1, false, K, RW, true, true, PAIR, FIX>;
+            pace_set(&b, full, grid.x, W * 32, (size_t)W * b.stage, &paced_full);
+            launch(full, grid, W * 32, (size_t)W * b.stage, s, b);
             return;
         }
     }
-    if (b.stage)
-        launch(matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>, grid, W * 32, (size_t)W * b.stage, s, b);
-    else
+    if (b.stage) {
+        const auto staged = matmul_kernel<T, W, 1, false, K, RW, true, false, PAIR, FIX>;
+        pace_set(&b, staged, grid.x, W * 32, (size_t)W * b.stage, &paced);
+        launch(staged, grid, W * 32, (size_t)W * b.stage, s, b);
+    } else
         launch(matmul_kernel<T, W, 1, false, K, RW, false, false, PAIR, FIX>, grid, W * 32, 0, s, b);
 }
 
