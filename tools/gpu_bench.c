@@ -80,7 +80,7 @@ static int small_launch(const void *ctx, int i, void *st, struct error *e)
     if (m->kind == 1 || m->kind == 3)
         return cuda_head_norm_rope_parts(m->parts, 2, 1e-6f, 1e6f, 0, ROPE_NEOX, m->pos, m->hd, 1, &m->store,
                                          m->kind == 3 ? &rot : NULL, st, e);
-    return cuda_attention(KV_F16, m->kl, m->vl, m->q, m->pos, m->hd, m->h, m->hk, 1, m->n_ctx, m->chunk, 0, m->att, m->y,
+    return cuda_attention(KV_F16, m->kl, m->vl, m->q, m->pos, m->hd, m->h, m->hk, 1, m->n_ctx, m->chunk, m->n_ctx, 0, m->att, m->y,
                           m->q8, st, e);
 }
 
@@ -148,7 +148,7 @@ static int long_launch(const void *ctx, int i, void *st, struct error *e)
 {
     const struct long_att *a = ctx;
     return cuda_attention(KV_F16, a->kl[i % a->copies], a->vl[i % a->copies], a->q, a->pos, a->hd, a->h, a->hk, 1,
-                          a->n_ctx, a->chunk, 0, a->att, a->y, a->q8, st, e);
+                          a->n_ctx, a->chunk, a->n_ctx, 0, a->att, a->y, a->q8, st, e);
 }
 
 static int long_attention(int reps, double floor_gbs)

@@ -516,15 +516,19 @@ static bool stage_chunks(int64_t nt, size_t rb, int64_t chunk, size_t smem, int6
 
 extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos,
                               int64_t d, int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk,
-                              int64_t window, float *scratch, float *y, void *q8, void *stream, struct error *e)
+                              int64_t span, int64_t window, float *scratch, float *y, void *q8, void *stream,
+                              struct error *e)
 {
-    const int64_t S = n_chunks(n_ctx, chunk);
+    const int64_t S = n_chunks(n_ctx, chunk), launched = n_chunks(span, chunk);
     const size_t smem = (size_t)ATT_GROUPS * (size_t)(d + 2) * sizeof(float); /* the groups' partials */
     if (d <= 0 || d % 8 || d > ATT_MAX_HEAD || h <= 0 || h_kv <= 0 || h % h_kv || nt <= 0 || S > ATT_MAX_CHUNKS ||
         (q8 && d % 32) || (kt == KV_Q8_0 && d % 32) || window < 0)
         return fail(e, "attention: %lld heads of %lld (a multiple of 8 up to %d) over %lld KV heads, %lld chunks of %lld "
                        "(at most %d)", (long long)h, (long long)d, ATT_MAX_HEAD, (long long)h_kv, (long long)S,
                     (long long)chunk, ATT_MAX_CHUNKS);
+    if (span < 1 || span > n_ctx)
+        return fail(e, "attention: a span of %lld positions outside the cache's 1..%lld", (long long)span,
+                    (long long)n_ctx);
     const size_t rb = kv_row_bytes(kt, d);
     const uint8_t *kb = (const uint8_t *)kl, *vb = (const uint8_t *)vl;
     cudaStream_t st = (cudaStream_t)stream;
@@ -537,9 +541,9 @@ extern "C" int cuda_attention(enum kv_type kt, const void *kl, const void *vl, c
     unsigned *tickets = (unsigned *)(scratch + (size_t)ATT_QUERIES * (size_t)h * (size_t)S * (size_t)(d + 2));
     for (int64_t c0 = 0; c0 < nt; c0 += ATT_QUERIES) {
         const unsigned nq = (unsigned)(nt - c0 < ATT_QUERIES ? nt - c0 : ATT_QUERIES);
-        const dim3 grid((unsigned)S, (unsigned)h, nq);
+        const dim3 grid((unsigned)launched, (unsigned)h, nq);
         uint8_t *q8b = (uint8_t *)q8;
-        const bool stage = stage_chunks(nt, rb, chunk, smem, S * h);
+        const bool stage = stage_chunks(nt, rb, chunk, smem, launched * h);
         if (cuda_launch_begin("attention_kernel", e))
             return -1;
         if (kt == KV_F32)

@@ -20,11 +20,13 @@
 #include "quant/quant.h"
 
 #define WARMUP_RUNS 2   /* direct runs of a graph before it is captured */
-#define CAPTURES 4      /* graphs kept captured at once */
+#define CAPTURES 16     /* graphs kept captured at once (a graph's, one a span) */
 
 struct capture {
     const struct graph *g;
     unsigned generation;  /* of g when captured: a rebuilt graph is captured again */
+    int64_t span;         /* the attention span it was captured for (set_span) */
+    unsigned long used;   /* when it was last asked for (capture_of) */
     int runs;             /* direct runs so far */
     void *exec;           /* the instantiated CUDA graph, once captured */
 };
@@ -41,6 +43,10 @@ struct cuda_state {
     uint8_t *kv_k, *kv_v;
     size_t kv_layer_bytes;
     int64_t n_ctx, n_head_kv, head_dim, chunk;
+    /* The positions this step's attention launches cover (set_span), and
+     * MINFER_NO_SPANS=1: always the whole cache's (for measurements) */
+    int64_t span;
+    bool spans_off;
     struct device_weights *weights; /* the model's, shared with the other engines over it */
     void **dev;           /* weights->dev: the device copy of each model weight (m->w order); 1-D ones as f32 */
     const struct cuda_kernel *special; /* a per-model build's decode matmuls, or NULL */
@@ -77,7 +83,9 @@ struct cuda_state {
     bool staged[3];
     bool graphs;          /* capture decode graphs; off with --no-graphs or after a failed capture */
     long replays;         /* captured graphs launched (cuda_backend.h) */
+    long captures;        /* graphs captured (cuda_backend.h) */
     struct capture cap[CAPTURES];
+    unsigned long capture_asks;
     /* Weights asked into L2 ahead (MINFER_PREFETCH_MB, prefetch_after): a
      * second stream forked off the step after a decode matmul and joined at
      * its end; the window past the next matmul's first byte, which matmuls
@@ -348,6 +356,8 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     s->n_head_kv = z->n_head_kv;
     s->head_dim = z->head_dim;
     s->chunk = cuda_attention_chunk(z->n_ctx);
+    s->spans_off = getenv("MINFER_NO_SPANS") && strcmp(getenv("MINFER_NO_SPANS"), "1") == 0;
+    s->span = z->n_ctx; /* until the first positions come */
     s->kv_layer_bytes = (size_t)z->n_head_kv * (size_t)z->n_ctx * kv_row_bytes(z->kv_type, z->head_dim);
     s->q8_bytes = (size_t)(z->k_max / 32 + 1) * 36 * (size_t)z->n_batch;
     s->staging_region = ((size_t)z->n_batch * sizeof(int32_t) + 255) & ~(size_t)255;
@@ -602,7 +612,8 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
         size_t at = (size_t)n->layer * s->kv_layer_bytes;
         bool q8 = feeds_q8(g, i) && a->ne[0] % 32 == 0;
         if (cuda_attention(s->kv_type, s->kv_k + at, s->kv_v + at, x, (const int32_t *)data(s, g, n->src[2]), a->ne[0],
-                           a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, n->p.window, s->att, y, q8 ? s->q8[1] : NULL, st, e))
+                           a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, s->span, n->p.window, s->att, y,
+                           q8 ? s->q8[1] : NULL, st, e))
             return -1;
         s->q8_of = q8 ? i : -1;
         return 0;
@@ -717,19 +728,34 @@ static int launch_all(struct cuda_state *s, const struct graph *g, struct error 
     return 0;
 }
 
-/* The capture slot of g: its own, else a free one, else the oldest reused. */
+/* The step's attention span: kv_len (every position is below it) rounded
+ * up to a power of two chunks, at most the cache's. Attention launches
+ * have CTAs for the span's chunks only, so a short context in a long
+ * cache does not pay for the empty rest (the 8B's tg128 in a cache of 513
+ * positions x0.992 of one of 129); a graph is captured once a span. */
+static void set_span(struct cuda_state *s, int64_t kv_len)
+{
+    int64_t span = s->chunk;
+    while (span < kv_len && span < s->n_ctx)
+        span *= 2;
+    s->span = s->spans_off || span > s->n_ctx ? s->n_ctx : span;
+}
+
+/* The capture slot of g at the step's span: its own, else the one asked
+ * for least lately (a free one first), reused. */
 static struct capture *capture_of(struct cuda_state *s, const struct graph *g)
 {
-    struct capture *free_slot = NULL;
-    for (int c = 0; c < CAPTURES; c++) {
-        if (s->cap[c].g == g)
-            return &s->cap[c];
-        if (!s->cap[c].g && !free_slot)
-            free_slot = &s->cap[c];
+    struct capture *c = &s->cap[0];
+    for (int i = 0; i < CAPTURES; i++) {
+        if (s->cap[i].g == g && s->cap[i].span == s->span) {
+            s->cap[i].used = ++s->capture_asks;
+            return &s->cap[i];
+        }
+        if (s->cap[i].used < c->used)
+            c = &s->cap[i];
     }
-    struct capture *c = free_slot ? free_slot : &s->cap[0];
     cuda_graph_destroy(c->exec);
-    *c = (struct capture){ g, g->generation, 0, NULL };
+    *c = (struct capture){ g, g->generation, s->span, ++s->capture_asks, 0, NULL };
     return c;
 }
 
@@ -769,7 +795,7 @@ static int cuda_execute(void *state, const struct graph *g, struct error *e)
     struct capture *c = capture_of(s, g);
     if (c->generation != g->generation) { /* the slot's graph was rebuilt since */
         cuda_graph_destroy(c->exec);
-        *c = (struct capture){ g, g->generation, 0, NULL };
+        *c = (struct capture){ g, g->generation, s->span, c->used, 0, NULL };
     }
     if (c->exec) {
         s->replays++;
@@ -779,8 +805,10 @@ static int cuda_execute(void *state, const struct graph *g, struct error *e)
         return launch_all(s, g, e);
     struct error why;
     if (cuda_capture_begin(s->stream, &why) == 0) {
-        if (launch_all(s, g, &why) == 0 && cuda_capture_end(s->stream, &c->exec, &why) == 0)
+        if (launch_all(s, g, &why) == 0 && cuda_capture_end(s->stream, &c->exec, &why) == 0) {
+            s->captures++;
             return cuda_graph_launch(c->exec, s->stream, e);
+        }
         cuda_capture_abort(s->stream);
     }
     fprintf(stderr, "minfer: CUDA graph capture failed (%s); CUDA graphs are off for this session\n", why.msg);
@@ -803,6 +831,12 @@ static int cuda_write_input(void *state, const struct graph *g, int node, const 
     }
     uint8_t *slot = s->staging + (size_t)k * s->staging_region;
     memcpy(slot, src, bytes);
+    if (k == 1) { /* the positions: the step's span */
+        int32_t last = 0;
+        for (size_t i = 0; i < bytes / sizeof last; i++)
+            last = ((const int32_t *)src)[i] > last ? ((const int32_t *)src)[i] : last;
+        set_span(s, (int64_t)last + 1);
+    }
     s->staged[k] = true;
     return cuda_upload_async(s->arena + n->offset, slot, bytes, s->stream, e);
 }
@@ -860,6 +894,7 @@ static int cuda_execute_argmax(void *state, const struct graph *g, int node, con
     if (!in[0])
         return fail(e, "execute_argmax: the next graph has no token input");
     const struct cuda_argmax_feed feed = { in[0], in[1], in[2], pos, kv_len };
+    set_span(s, kv_len);
     if (cuda_argmax(last_column(s, g, node), g->node[node].ne[0], s->token_dev, &feed, s->argmax, s->stream, e) ||
         cuda_event_record(s->token_ready, s->stream, e) || cuda_execute(s, next, e) ||
         cuda_event_sync(s->token_ready, "argmax", e))
@@ -875,6 +910,7 @@ static void cuda_describe(void *state, char *buf, size_t n)
 }
 
 long cuda_backend_replays(const void *state) { return ((const struct cuda_state *)state)->replays; }
+long cuda_backend_captures(const void *state) { return ((const struct cuda_state *)state)->captures; }
 long cuda_backend_rotations_read(const void *state) { return ((const struct cuda_state *)state)->rot_reads; }
 
 const struct backend cuda_backend = {

@@ -2,8 +2,10 @@
 #ifndef MINFER_CUDA_BACKEND_H
 #define MINFER_CUDA_BACKEND_H
 
-/* How many times this engine's state replayed a captured CUDA graph. */
+/* How many times this engine's state replayed a captured CUDA graph, and
+ * how many graphs it captured. */
 long cuda_backend_replays(const void *state);
+long cuda_backend_captures(const void *state);
 
 /* How many head launches this engine's state recorded reading their
  * step's rotation (formed by an earlier launch of the step) instead of

@@ -200,10 +200,12 @@ int cuda_kv_store(enum kv_type kt, void *kl, void *vl, const float *k, const flo
  * combines them in chunk order, in the same launch; it also writes y as
  * Q8_1 blocks into q8 when q8 is not NULL (d a multiple of 32), for the
  * matmul that reads it. scratch must be all zero bits before its first use
- * (its tickets: every launch leaves them so). */
+ * (its tickets: every launch leaves them so). Every pos[c] is below span
+ * (at most n_ctx): the launch has CTAs for the chunks before span only,
+ * the cut unchanged, so the same bits with fewer CTAs. */
 int cuda_attention(enum kv_type kt, const void *kl, const void *vl, const float *q, const int32_t *pos, int64_t d,
-                   int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, int64_t window, float *scratch,
-                   float *y, void *q8, void *stream, struct error *e);
+                   int64_t h, int64_t h_kv, int64_t nt, int64_t n_ctx, int64_t chunk, int64_t span, int64_t window,
+                   float *scratch, float *y, void *q8, void *stream, struct error *e);
 /* Whether a launch of more than CUDA_PROMPT_MIN_COLUMNS queries with heads
  * of d values goes to the tensor-core prompt kernel (attention_prefill.cu);
  * other heads take the split-K kernel above, a query at a time. */

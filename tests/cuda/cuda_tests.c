@@ -169,6 +169,7 @@ static const struct {
     { "backend_is_bitwise_reproducible", test_backend_is_bitwise_reproducible },
     { "backend_prefetch_changes_no_bits", test_backend_prefetch_changes_no_bits },
     { "backend_rotation_changes_no_bits", test_backend_rotation_changes_no_bits },
+    { "backend_spans_change_no_bits", test_backend_spans_change_no_bits },
     { "backend_feeds_greedy_tokens", test_backend_feeds_greedy_tokens },
     { "backend_batches_equal_single_steps", test_backend_batches_equal_single_steps },
     { "backend_two_engines_run_concurrently", test_backend_two_engines_run_concurrently },

@@ -331,6 +331,49 @@ static bool rotation_changes_no_bits(int t, enum kv_type kv, const struct model 
 
 void test_backend_rotation_changes_no_bits(void) { each_model_and_kv(rotation_changes_no_bits); }
 
+/* Greedy steps from a prompt to the end of a cache of 256 positions (two
+ * chunks of 128): with the attention launches' CTAs covering the step's
+ * span (cuda_backend.c's set_span: a graph captured for each) the logits
+ * of launches covering the whole cache (MINFER_NO_SPANS=1), bit for bit. */
+static bool spans_change_no_bits(int t, enum kv_type kv, const struct model *m)
+{
+    struct error e;
+    struct engine on, off;
+    bool opened = open_engine_kv(&on, m, "cuda", 4, true, false, kv);
+    setenv("MINFER_NO_SPANS", "1", 1);
+    opened = opened && open_engine_kv(&off, m, "cuda", 4, true, false, kv);
+    unsetenv("MINFER_NO_SPANS");
+    if (!opened)
+        return false;
+    const int64_t v = on.n_vocab, rows = on.cfg.n_ctx;
+    float *a = malloc((size_t)(rows * v) * 4), *b = malloc((size_t)(rows * v) * 4);
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; k++) {
+        struct engine *en = k ? &off : &on;
+        float *out = k ? b : a;
+        ok = CHECK(engine_eval_logits(en, prompt, 12, out, &e) == 0, "%s", e.msg);
+        for (int64_t p = 12; ok && p < rows; p++) {
+            int32_t next;
+            ok = CHECK(engine_argmax(en, &next, &e) == 0 && engine_eval_logits(en, &next, 1, out + p * v, &e) == 0, "%s",
+                       e.msg);
+        }
+    }
+    const long with = cuda_backend_captures(on.bs), without = cuda_backend_captures(off.bs);
+    ok = ok && CHECK(with > without && cuda_backend_replays(on.bs) >= rows - 24,
+                     "%s: %ld graphs captured with spans, %ld without; %ld replays", tinies[t].arch, with, without,
+                     cuda_backend_replays(on.bs));
+    ok = ok && CHECK(memcmp(a, b, (size_t)(rows * v) * 4) == 0, "%s (KV %s): attention over the step's span changed the logits",
+                     tinies[t].arch, kv_type_name(kv));
+    if (ok)
+        printf("    %s (KV %s): %lld positions with attention over the step's span (%ld graphs captured) equal to over the "
+               "whole cache (%ld)\n", tinies[t].arch, kv_type_name(kv), (long long)rows, with, without);
+    free(a), free(b);
+    engine_free(&on), engine_free(&off);
+    return ok;
+}
+
+void test_backend_spans_change_no_bits(void) { each_model_and_kv(spans_change_no_bits); }
+
 /* engine_eval_next feeds each greedy token to its step on the device:
  * the same tokens and logit bits as reading the argmax and evaluating it
  * (run_sequence), with graphs and without; the logits read after each

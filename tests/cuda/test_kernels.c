@@ -214,7 +214,7 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     size_t qbytes = (size_t)(d * h / 32) * 36 * nq;
     void *dq8 = up(NULL, qbytes);
     uint8_t *aq8 = malloc(qbytes), *want_aq8 = malloc(qbytes);
-    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, window, scratch, dy, dq8, NULL, &e) == 0,
+    ok = ok && CHECK(cuda_attention(kt, dk, dv, dq, dqpos, d, h, h_kv, nq, n_ctx, chunk, n_ctx, window, scratch, dy, dq8, NULL, &e) == 0,
                      "%s", e.msg);
     if (ok) {
         down(y, dy, (size_t)(d * h * nq) * 4);
@@ -255,9 +255,10 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
         }
         if (nq > CUDA_PROMPT_MIN_COLUMNS)
             continue;
-        /* the query alone: the same bits as in the batch */
-        ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, window, scratch, dy, NULL,
-                                  NULL, &e) == 0,
+        /* the query alone, its launch's CTAs only the chunks up to its
+         * position (the tightest span): the same bits as in the batch */
+        ok = CHECK(cuda_attention(kt, dk, dv, dq + c * d * h, dqpos + c, d, h, h_kv, 1, n_ctx, chunk, qpos[c] + 1, window,
+                                  scratch, dy, NULL, NULL, &e) == 0,
                    "%s", e.msg);
         if (ok) {
             down(one, dy, (size_t)(d * h) * 4);
@@ -268,7 +269,7 @@ static bool attention_case(enum kv_type kt, int64_t d, int64_t h, int64_t h_kv, 
     const int64_t cut = nq / 2; /* two prompt launches, each past CUDA_PROMPT_MIN_COLUMNS */
     for (int part = 0; ok && nq > CUDA_PROMPT_MIN_COLUMNS && part < 2; part++)
         ok = CHECK(cuda_attention(kt, dk, dv, dq + (part ? cut : 0) * d * h, dqpos + (part ? cut : 0), d, h, h_kv,
-                                  part ? nq - cut : cut, n_ctx, chunk, window, scratch, dy + (part ? cut : 0) * d * h, NULL,
+                                  part ? nq - cut : cut, n_ctx, chunk, n_ctx, window, scratch, dy + (part ? cut : 0) * d * h, NULL,
                                   NULL, &e) == 0,
                    "%s", e.msg);
     if (ok && nq > CUDA_PROMPT_MIN_COLUMNS) {
