@@ -66,6 +66,18 @@ static bool open_engine_kv(struct engine *en, const struct model *m, const char 
     return CHECK(engine_init(en, m, &cfg, &e) == 0, "%s", e.msg);
 }
 
+/* Two engines over m (4 columns, every logit kept): on as configured,
+ * off with the measurement switch `control`=1 in the environment. */
+static bool open_with_control(struct engine *on, struct engine *off, const struct model *m, enum kv_type kv,
+                              const char *control)
+{
+    bool opened = open_engine_kv(on, m, "cuda", 4, true, false, kv);
+    setenv(control, "1", 1);
+    opened = opened && open_engine_kv(off, m, "cuda", 4, true, false, kv);
+    unsetenv(control);
+    return opened;
+}
+
 /* With the default KV cache, f16. */
 static bool open_engine(struct engine *en, const struct model *m, const char *device, int64_t n_batch, bool logits_all,
                         bool no_graphs)
@@ -304,11 +316,7 @@ void test_backend_prefetch_changes_no_bits(void)
 static bool rotation_changes_no_bits(int t, enum kv_type kv, const struct model *m)
 {
     struct engine on, off;
-    bool opened = open_engine_kv(&on, m, "cuda", 4, true, false, kv);
-    setenv("MINFER_NO_ROTATION", "1", 1);
-    opened = opened && open_engine_kv(&off, m, "cuda", 4, true, false, kv);
-    unsetenv("MINFER_NO_ROTATION");
-    if (!opened)
+    if (!open_with_control(&on, &off, m, kv, "MINFER_NO_ROTATION"))
         return false;
     const int64_t v = on.n_vocab;
     float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
@@ -339,11 +347,7 @@ static bool spans_change_no_bits(int t, enum kv_type kv, const struct model *m)
 {
     struct error e;
     struct engine on, off;
-    bool opened = open_engine_kv(&on, m, "cuda", 4, true, false, kv);
-    setenv("MINFER_NO_SPANS", "1", 1);
-    opened = opened && open_engine_kv(&off, m, "cuda", 4, true, false, kv);
-    unsetenv("MINFER_NO_SPANS");
-    if (!opened)
+    if (!open_with_control(&on, &off, m, kv, "MINFER_NO_SPANS"))
         return false;
     const int64_t v = on.n_vocab, rows = on.cfg.n_ctx;
     float *a = malloc((size_t)(rows * v) * 4), *b = malloc((size_t)(rows * v) * 4);
