@@ -10,8 +10,9 @@
 #include "cli/cli.h"
 #include "cli/session.h"
 
-static const char usage[] = "usage: minfer bench -m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-b N] [--cache-type T] [--device D] [--json]\n"
+static const char usage[] = "usage: minfer bench -m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-c N] [-b N] [--cache-type T] [--device D] [--json]\n"
                             "  -d N: N tokens already in the cache before each measurement (untimed), as llama-bench's -d\n"
+                            "  -c N: the cache's positions (default: -d plus the longer of -p and -n, plus 1)\n"
                             "  -b N: the batch (default: -p, or else -d's tokens up to 2048; at most -c)\n";
 
 struct result {
