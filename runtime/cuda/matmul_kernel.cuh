@@ -747,24 +747,33 @@ static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
     return per * (size_t)warps <= 48 * 1024 ? (unsigned)per : 0;
 }
 
-/* Whether a staged launch of ctas CTAs of 4 warps, smem bytes each, should
- * take the kernel held to 8 CTAs an SM (FULL): when it has more CTAs than
- * the SMs hold at once of the kernel as compiled (`free`), and 8 fit in an
- * SM's shared memory. Q6_K's output matrix (151936 rows of 4096) went
- * from 145 to 125 us (82% -> 96% of copy bandwidth); held throughout, the
- * 0.5B's short launches lost 3% (minfer-gpu-bench, tg128 A/B). The
- * occupancy is asked once per smem size (memo: the kernel's, smem << 8 |
- * CTAs an SM). */
-static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigned smem, std::atomic<long long> *memo)
+/* The CTAs an SM holds at once of kernel k launched with threads and smem
+ * bytes each, asked once per smem size (memo: smem << 8 | CTAs an SM);
+ * unknown (the query failed) reads as fallback, and a failed launch then
+ * reports itself. */
+static inline int occupancy_per_sm(void (*k)(struct mm_args), int threads, size_t smem, int fallback,
+                                   std::atomic<long long> *memo)
 {
     long long m = memo->load(std::memory_order_relaxed);
-    if (m < 0 || (unsigned)(m >> 8) != smem) {
+    if (m < 0 || (size_t)(m >> 8) != smem) {
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, free, 4 * 32, smem) != cudaSuccess)
-            cudaGetLastError(), per_sm = 8; /* unknown: as compiled (a failed launch reports itself) */
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem) != cudaSuccess)
+            cudaGetLastError(), per_sm = fallback;
         memo->store(m = (long long)smem << 8 | per_sm, std::memory_order_relaxed);
     }
-    const int per_sm = (int)(m & 0xff);
+    return (int)(m & 0xff);
+}
+
+/* Whether a staged launch of ctas CTAs of 4 warps, smem bytes each, should
+ * take the kernel held to 8 CTAs an SM (FULL): when it has more CTAs than
+ * the SMs hold at once of the kernel as compiled (`free`; unknown: 8, as
+ * compiled), and 8 fit in an SM's shared memory. Q6_K's output matrix
+ * (151936 rows of 4096) went from 145 to 125 us (82% -> 96% of copy
+ * bandwidth); held throughout, the 0.5B's short launches lost 3%
+ * (minfer-gpu-bench, tg128 A/B). */
+static inline bool full_pays(void (*free)(struct mm_args), int64_t ctas, unsigned smem, std::atomic<long long> *memo)
+{
+    const int per_sm = occupancy_per_sm(free, 4 * 32, smem, 8, memo);
     return per_sm < 8 && 8 * (size_t)smem <= 200 * 1024 && ctas > (int64_t)per_sm * cuda_sm_count();
 }
 
@@ -781,7 +790,7 @@ static inline int l2_first_enabled(void)
 
 /* A staged decode launch's pacing (stage_pace), set for the kernel k of
  * ctas CTAs, threads and smem bytes each: PACE_RATE bytes a ns, the CTAs
- * paced the occupancy's first wave (memo: smem << 8 | CTAs an SM), where
+ * paced the occupancy's first wave (memo: occupancy_per_sm's), where
  * the launch stages PACE_MIN_MIB or more; MINFER_MM_PACE=R another rate,
  * 0 none (for measurements). Measured (tg128 A/B): 8B Q4_K_M x1.065, Q8_0
  * x1.045, the 0.5B even (only its output matrix paced). 4000 or 6000
@@ -800,14 +809,8 @@ static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsign
         b->pace_rate = 0;
         return;
     }
-    long long m = memo->load(std::memory_order_relaxed);
-    if (m < 0 || (size_t)(m >> 8) != smem) {
-        int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem) != cudaSuccess)
-            cudaGetLastError(), per_sm = 0; /* unknown: none paced (a failed launch reports itself) */
-        memo->store(m = (long long)smem << 8 | per_sm, std::memory_order_relaxed);
-    }
-    b->pace_ctas = (unsigned)((m & 0xff) * cuda_sm_count());
+    /* unknown occupancy: none paced */
+    b->pace_ctas = (unsigned)(occupancy_per_sm(k, threads, smem, 0, memo) * cuda_sm_count());
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its
