@@ -42,7 +42,7 @@
 #           (an entry NAME=VALUE[,NAME=VALUE...]: build/minfer with those in its
 #           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3, every other one in reverse order; each of AB_TESTS, "pp512 tg128":
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
-#           every bench, e.g. --no-graphs), on AB_MODELS ("preset type;...")
+#           every bench, e.g. --no-graphs; each run under AB_TIMEOUT s, 120), on AB_MODELS ("preset type;...")
 #           or the 0.5B (and the 8B Q4_K_M and Q8_0 with big): each machine
 #           is a fresh one, so only figures of one call compare;
 # profile:  one decode step under ncu (tools/ncu-step.py): each kernel
@@ -268,17 +268,23 @@ if want ab; then # other builds against this one, in turns
             order=("${!others[@]}" this)
             ((round % 2 == 0)) && order=(this $(printf '%s\n' "${!others[@]}" | tac)) # every other round in reverse: no build always runs first
             for i in "${order[@]}"; do
-                bin=(build/minfer)
+                bin=(build/minfer) name=build/minfer
                 if [ "$i" != this ]; then
+                    name=${others[$i]}
                     # NAME=VALUE[,NAME=VALUE...]: this build with those settings
                     # shellcheck disable=SC2206 # split on the commas on purpose
                     [[ "${others[$i]}" == *=* ]] && bin=(env ${others[$i]//,/ } build/minfer) || bin=("${others[$i]}")
                 fi
                 for t in ${AB_TESTS:-pp512 tg128}; do # ppN: a prompt of N alone; tgN: N steps alone
                     case $t in pp*) args=(-p "${t#pp}" -n 0) ;; tg*) args=(-p 0 -n "${t#tg}") ;; *) continue ;; esac
+                    # each run under a timeout (AB_TIMEOUT s, 120): a setting that hangs costs its
+                    # own runs, not the call (the thirty-second session lost a call's 380 s to one)
                     # shellcheck disable=SC2086 # AB_FLAGS: extra bench flags, word-split on purpose
-                    "${bin[@]}" bench -m "$f" "${args[@]}" -r 4 --device cuda ${AB_FLAGS:-} --json \
-                        >"$tmp/ab-$i-$round-$t.json" 2>/dev/null
+                    timeout "${AB_TIMEOUT:-120}" "${bin[@]}" bench -m "$f" "${args[@]}" -r 4 --device cuda ${AB_FLAGS:-} \
+                        --json >"$tmp/ab-$i-$round-$t.json" 2>"$tmp/ab-$i-$round-$t.err"
+                    rc=$?
+                    [ $rc = 0 ] || echo "ab: $name $t, round $round: exit $rc$([ $rc = 124 ] &&
+                        echo ", timed out"): $(tail -1 "$tmp/ab-$i-$round-$t.err")" >&2
                 done
             done
         done
@@ -286,9 +292,14 @@ if want ab; then # other builds against this one, in turns
             # "it" is the other build (or this one with its setting), named first: each figure says whose it is
             row "$1-$2${AB_FLAGS:+ ($AB_FLAGS)}: ${others[$i]} (it) against build/minfer" "$(python3 - "$tmp" "$i" ${AB_TESTS:-pp512 tg128} <<'PY'
 import glob, json, sys
+def runs(f):  # a run that failed or timed out left no JSON: it counts as none (its error went to stderr)
+    try:
+        return json.load(open(f))
+    except ValueError:
+        return []
 def mean(side, test):  # a test after a context (-d in AB_FLAGS) is named "tg64 @ d4096"
     v = [r["tokens_per_second"] for f in sorted(glob.glob(f"{sys.argv[1]}/ab-{side}-*-{test}.json"))
-         for r in json.load(open(f)) if r["test"].split(" @ ")[0] == test]
+         for r in runs(f) if r["test"].split(" @ ")[0] == test]
     return sum(v) / len(v) if v else float("nan")
 a = sys.argv[2]
 print("; ".join(f"{t}: it {mean(a, t):.1f}, build/minfer {mean('this', t):.1f} (build/minfer x{mean('this', t) / mean(a, t):.3f})"
