@@ -2,7 +2,8 @@
 # build-variant.sh NAME FILE.cu|all [NVCC FLAGS...]: minfer, minfer-gpu-bench
 # and minfer-cuda-tests with FILE.cu (all: every runtime/cuda/*.cu) compiled
 # again with FLAGS (e.g. -DATT_THREADS=128; -DMINFER_TIMELINE, with all: a
-# measuring build, timeline.cuh), as .base/<binary>-NAME, stripped, for an
+# measuring build, timeline.cuh; -DMINFER_BOUNDS with runtime/cuda/device.cu:
+# a bound's build, MINFER_SKIP), as .base/<binary>-NAME, stripped, for an
 # A/B against build/ on the GPU machine (tools/gpu-check.sh ab,
 # AB=".base/minfer-NAME"). FILE.cu may be another version of a runtime/cuda
 # file (its object's name is its file name's). Needs a built build/

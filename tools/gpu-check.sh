@@ -40,7 +40,8 @@
 #           with those set too;
 # ab:       AB="<other builds' minfer, carried (tools/build-variant.sh)> ..." against build/minfer
 #           (an entry NAME=VALUE[,NAME=VALUE...]: build/minfer with those in its
-#           environment, e.g. MINFER_NO_WGMMA=1), in turns (AB_ROUNDS rounds, 3, every other one in reverse order; each of AB_TESTS, "pp512 tg128":
+#           environment, e.g. MINFER_NO_WGMMA=1; BIN,NAME=VALUE...: that build with them,
+#           e.g. .base/minfer-bounds,MINFER_SKIP=1), in turns (AB_ROUNDS rounds, 3, every other one in reverse order; each of AB_TESTS, "pp512 tg128":
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
 #           every bench, e.g. --no-graphs; each run under AB_TIMEOUT s, 120), on AB_MODELS ("preset type;...")
 #           or the 0.5B (and the 8B Q4_K_M and Q8_0 with big): each machine
@@ -250,7 +251,7 @@ fi
 if want ab; then # other builds against this one, in turns
     others=()
     for b in ${AB:-}; do
-        [[ -x "$b" || "$b" == *=* ]] && others+=("$b") || row "A/B" "$b (in AB) is not an executable or NAME=VALUE"
+        [[ -x "${b%%,*}" || "$b" == *=* ]] && others+=("$b") || row "A/B" "$b (in AB) is not an executable or NAME=VALUE"
     done
     [ ${#others[@]} -gt 0 ] || row "A/B" "AB names no other build's minfer (carried)"
     if [ -n "${AB_MODELS:-}" ]; then
@@ -271,9 +272,9 @@ if want ab; then # other builds against this one, in turns
                 bin=(build/minfer) name=build/minfer
                 if [ "$i" != this ]; then
                     name=${others[$i]}
-                    # NAME=VALUE[,NAME=VALUE...]: this build with those settings
-                    # shellcheck disable=SC2206 # split on the commas on purpose
-                    [[ "${others[$i]}" == *=* ]] && bin=(env ${others[$i]//,/ } build/minfer) || bin=("${others[$i]}")
+                    # [BIN,]NAME=VALUE[,NAME=VALUE...]: that build (else this one) with those settings
+                    IFS=, read -ra parts <<<"${others[$i]}"
+                    if [[ -x "${parts[0]}" ]]; then bin=(env "${parts[@]:1}" "${parts[0]}"); else bin=(env "${parts[@]}" build/minfer); fi
                 fi
                 for t in ${AB_TESTS:-pp512 tg128}; do # ppN: a prompt of N alone; tgN: N steps alone
                     case $t in pp*) args=(-p "${t#pp}" -n 0) ;; tg*) args=(-p 0 -n "${t#tg}") ;; *) continue ;; esac

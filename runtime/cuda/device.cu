@@ -408,6 +408,22 @@ static const void *timeline_symbols[TIMELINE_UNITS]; /* constant-initialized: se
 static int timeline_units;
 static struct cuda_timeline *timeline_log_dev;
 
+extern "C" int cuda_bound_skip_mask(struct error *e)
+{
+    const char *v = getenv("MINFER_SKIP");
+    if (!v)
+        return 0;
+#ifdef MINFER_BOUNDS
+    char *end;
+    const long m = strtol(v, &end, 0);
+    if (*v == '\0' || *end != '\0' || m < 0 || m > 255)
+        return fail(e, "MINFER_SKIP=%s: not a mask of 0 to 255", v);
+    return (int)m;
+#else
+    return fail(e, "MINFER_SKIP: this build leaves no launch out (tools/build-variant.sh bounds all -DMINFER_BOUNDS makes one)");
+#endif
+}
+
 extern "C" int cuda_timeline_register(const void *symbol)
 {
     if (timeline_units < TIMELINE_UNITS)

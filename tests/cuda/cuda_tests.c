@@ -175,6 +175,7 @@ static const struct {
     { "backend_two_engines_run_concurrently", test_backend_two_engines_run_concurrently },
     { "backend_engines_share_weights", test_backend_engines_share_weights },
     { "backend_refuses_what_it_cannot_run", test_backend_refuses_what_it_cannot_run },
+    { "backend_bounds_only_in_a_measuring_build", test_backend_bounds_only_in_a_measuring_build },
     { "backend_gives_transformers_greedy_tokens", test_backend_transformers_fixtures },
     { "real_qwen_agrees_with_llama_cpp", test_real_qwen_agrees_with_llama_cpp },
     { "real_gemma_agrees_with_llama_cpp", test_real_gemma_agrees_with_llama_cpp },

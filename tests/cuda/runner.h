@@ -60,6 +60,7 @@ void test_backend_batches_equal_single_steps(void);
 void test_backend_two_engines_run_concurrently(void);
 void test_backend_engines_share_weights(void);
 void test_backend_refuses_what_it_cannot_run(void);
+void test_backend_bounds_only_in_a_measuring_build(void);
 void test_backend_transformers_fixtures(void);
 void test_real_qwen_agrees_with_llama_cpp(void);
 void test_real_gemma_agrees_with_llama_cpp(void);

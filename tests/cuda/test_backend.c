@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "engine.h"
 #include "model.h"
@@ -551,6 +552,46 @@ void test_backend_refuses_what_it_cannot_run(void)
         CHECK(strstr(e.msg, "attention") && strstr(e.msg, "multiple of 8") && strstr(e.msg, "archs/llama.lua:"), "%s", e.msg);
     model_close(&m);
     unlink(path);
+}
+
+/* MINFER_SKIP (a bound: a step's launches left out, its numbers wrong) is
+ * a measuring build's alone: a plain build's engine refuses it, naming the
+ * build that has it; a measuring build's (tools/build-variant.sh bounds
+ * all -DMINFER_BOUNDS) leaves the norms out, so its logits differ from the
+ * plain steps'. Both refuse a mask past 255. */
+void test_backend_bounds_only_in_a_measuring_build(void)
+{
+    struct model m;
+    struct error e;
+    if (!open_tiny(1, &m))
+        return;
+    setenv("MINFER_SKIP", "256", 1);
+    bool ok = CHECK(cuda_bound_skip_mask(&e) == -1 && strstr(e.msg, "MINFER_SKIP"), "MINFER_SKIP=256 was taken");
+    setenv("MINFER_SKIP", "1", 1);
+    const int mask = cuda_bound_skip_mask(&e);
+    struct engine en, plain;
+    struct engine_config cfg = { .n_ctx = 256, .n_batch = 4, .kv_type = KV_F16, .n_threads = 4, .logits_all = true,
+                                 .device = "cuda" };
+    const int rc = engine_init(&en, &m, &cfg, &e);
+    unsetenv("MINFER_SKIP");
+    if (mask < 0) { /* a plain build */
+        if (CHECK(rc == -1, "a plain build's engine took MINFER_SKIP=1"))
+            ok = CHECK(strstr(e.msg, "MINFER_SKIP") && strstr(e.msg, "-DMINFER_BOUNDS"), "%s", e.msg) && ok;
+        else
+            engine_free(&en);
+        if (ok)
+            printf("    a plain build refuses MINFER_SKIP: %s\n", e.msg);
+    } else if (CHECK(mask == 1 && rc == 0, "a measuring build: mask %d, engine %d", mask, rc) &&
+               open_engine(&plain, &m, "cuda", 4, true, false)) {
+        const int64_t v = en.n_vocab;
+        float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
+        if (run_sequence(&en, a) && run_sequence(&plain, b) &&
+            CHECK(memcmp(a, b, (size_t)(24 * v) * 4) != 0, "the norms left out changed no logit"))
+            printf("    a measuring build leaves the norms out: its logits differ\n");
+        free(a), free(b);
+        engine_free(&en), engine_free(&plain);
+    }
+    model_close(&m);
 }
 
 /* ---- the transformers fixtures on the GPU ---- */
