@@ -459,6 +459,19 @@ static bool feeds_q8(const struct graph *g, int i)
     return next && op_is_matmul(next->op) && next->src[0] == i && all_q8(next);
 }
 
+/* Whether node i's launch also writes its output as Q8_1 (into q8[1]) for
+ * the matmul after it: attention, or a decode pair whose own input is not
+ * in q8[1] (reads_q8) and whose type can. */
+static bool writes_q8(const struct graph *g, int i, bool reads_q8)
+{
+    const struct node *n = &g->node[i], *x = &g->node[n->src[0]];
+    if (!feeds_q8(g, i))
+        return false;
+    if (n->op == OP_ATTENTION)
+        return x->ne[0] % 32 == 0;
+    return n->op == OP_FFN_GLU && n->ne[0] % 32 == 0 && !reads_q8 && cuda_pair_writes_q8(n->p.w[0]->type, x->ne[1]);
+}
+
 static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct error *e)
 {
     const struct node *n = &g->node[i], *x = &g->node[n->src[0]];
@@ -494,7 +507,7 @@ static int run_matmul(struct cuda_state *s, const struct graph *g, int i, struct
     }
     case OP_FFN_GLU: {
         const struct cuda_matrix m[2] = { MAT(w[0], NULL, y), MAT(w[1], NULL, NULL) };
-        bool q8 = feeds_q8(g, i) && n->ne[0] % 32 == 0 && xq != s->q8[1] && cuda_pair_writes_q8(w[0]->type, nt);
+        bool q8 = writes_q8(g, i, xq == s->q8[1]);
         if (cuda_matmul_multi(m, 2, k, xq, xf, nt, NULL, n->p.glu == GLU_GELU ? CUDA_EPI_PAIR_GELU : CUDA_EPI_PAIR,
                               q8 ? s->q8[1] : NULL, s->pair_y, s->special, s->stream, e))
             return -1;
@@ -598,12 +611,7 @@ static bool bound_skips(struct cuda_state *s, const struct graph *g, int i)
     }
     if (!(s->bound_skip & bit))
         return false;
-    const int64_t nt = g->node[n->src[0]].ne[1];
-    const bool q8 = n->op == OP_ATTENTION ? feeds_q8(g, i) && g->node[n->src[0]].ne[0] % 32 == 0
-                    : n->op == OP_FFN_GLU ? feeds_q8(g, i) && n->ne[0] % 32 == 0 && s->q8_of != n->src[0] &&
-                                                cuda_pair_writes_q8(n->p.w[0]->type, nt)
-                                          : false;
-    s->q8_of = q8 ? i : -1;
+    s->q8_of = writes_q8(g, i, s->q8_of == n->src[0]) ? i : -1;
     return true;
 }
 
@@ -647,7 +655,7 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
     }
     case OP_ATTENTION: {
         size_t at = (size_t)n->layer * s->kv_layer_bytes;
-        bool q8 = feeds_q8(g, i) && a->ne[0] % 32 == 0;
+        bool q8 = writes_q8(g, i, false);
         if (cuda_attention(s->kv_type, s->kv_k + at, s->kv_v + at, x, (const int32_t *)data(s, g, n->src[2]), a->ne[0],
                            a->ne[1], s->n_head_kv, a->ne[2], s->n_ctx, s->chunk, s->span, n->p.window, s->att, y,
                            q8 ? s->q8[1] : NULL, st, e))

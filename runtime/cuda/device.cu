@@ -420,7 +420,7 @@ extern "C" int cuda_bound_skip_mask(struct error *e)
         return fail(e, "MINFER_SKIP=%s: not a mask of 0 to 255", v);
     return (int)m;
 #else
-    return fail(e, "MINFER_SKIP: this build leaves no launch out (tools/build-variant.sh bounds all -DMINFER_BOUNDS makes one)");
+    return fail(e, "MINFER_SKIP: this build leaves no launch out (tools/build-variant.sh bounds runtime/cuda/device.cu -DMINFER_BOUNDS makes one)");
 #endif
 }
 

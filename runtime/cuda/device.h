@@ -119,11 +119,12 @@ int cuda_timeline_register(const void *symbol);
 int cuda_timeline_begin(void *stream, struct error *e);
 int cuda_timeline_end(void *stream, const char *path, struct error *e);
 
-/* A measuring build's bound (-DMINFER_BOUNDS, tools/build-variant.sh
- * bounds all -DMINFER_BOUNDS): MINFER_SKIP's mask of the launch classes a
- * step leaves out (cuda_backend.c: bound_skips), so that a step's time
- * without them can be measured; its numbers are wrong. 0 where unset; an
- * error where set in any other build, or not a mask of 0 to 255. */
+/* A measuring build's bound (tools/build-variant.sh bounds
+ * runtime/cuda/device.cu -DMINFER_BOUNDS): MINFER_SKIP's mask of the
+ * launch classes a step leaves out (cuda_backend.c: bound_skips), so that
+ * a step's time without them can be measured; its numbers are wrong. 0
+ * where unset; an error where set in any other build, or not a mask of 0
+ * to 255. */
 int cuda_bound_skip_mask(struct error *e);
 
 #ifdef __cplusplus

@@ -557,7 +557,7 @@ void test_backend_refuses_what_it_cannot_run(void)
 /* MINFER_SKIP (a bound: a step's launches left out, its numbers wrong) is
  * a measuring build's alone: a plain build's engine refuses it, naming the
  * build that has it; a measuring build's (tools/build-variant.sh bounds
- * all -DMINFER_BOUNDS) leaves the norms out, so its logits differ from the
+ * runtime/cuda/device.cu -DMINFER_BOUNDS) leaves the norms out, so its logits differ from the
  * plain steps'. Both refuse a mask past 255. */
 void test_backend_bounds_only_in_a_measuring_build(void)
 {
