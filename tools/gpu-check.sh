@@ -11,7 +11,7 @@
 #             needs the gguf package; stripped they pass one call's 64 MiB
 #             carry, so run "tests sanitize" without the per-model binary,
 #             then "bench big long" without the tests, on the warm machine)
-# tests:    the CUDA test suite (every kernel against the CPU, whole models);
+# tests:    the CUDA test suite (every kernel against the CPU, whole models), under TESTS_TIMEOUT s (300);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
 #           on one of Q8_0 weights (its pair's Q8_1 product by polling CTAs),
@@ -117,8 +117,11 @@ synth() { # preset type: makes /tmp/gpu-models/<preset>-<type>.gguf once
 }
 
 if want tests; then
-    (cd build && ./minfer-cuda-tests) 2>&1 | tee "$out/cuda-tests.txt"
-    row "CUDA tests" "$(tail -1 "$out/cuda-tests.txt")"
+    # a hung test ends the stage, not the call, so the stages after it still run
+    (cd build && timeout "${TESTS_TIMEOUT:-300}" ./minfer-cuda-tests) 2>&1 | tee "$out/cuda-tests.txt"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" = 124 ]; then row "CUDA tests" "TIMED OUT after ${TESTS_TIMEOUT:-300} s: $(tail -1 "$out/cuda-tests.txt")"
+    else row "CUDA tests" "$(tail -1 "$out/cuda-tests.txt")"; fi
 fi
 
 if want sanitize; then
