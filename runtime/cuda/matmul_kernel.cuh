@@ -730,8 +730,9 @@ static inline bool even_rows(const struct mm_args &a)
 /* The shared memory a warp of a decode launch takes to stage its rows
  * (rw of each matrix it reads), or 0 where they are read from global
  * memory instead: before sm_90 or with MINFER_NO_STAGE=1, rows that are
- * not whole 16-byte units, or more than 48 KiB a CTA. */
-static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
+ * not whole 16-byte units, or more than most bytes a CTA (48 KiB: no
+ * opt-in needed). */
+static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps, size_t most_cta = 48 * 1024)
 {
     if (!cuda_stage_enabled())
         return 0;
@@ -744,7 +745,7 @@ static inline unsigned stage_bytes(const struct mm_args &a, int rw, int warps)
         both += a.m[i].row_bytes;
     }
     const size_t per = (size_t)rw * (a.epi == CUDA_EPI_PAIR ? both : most);
-    return per * (size_t)warps <= 48 * 1024 ? (unsigned)per : 0;
+    return per * (size_t)warps <= most_cta ? (unsigned)per : 0;
 }
 
 /* The CTAs an SM holds at once of kernel k launched with threads and smem
@@ -813,6 +814,8 @@ static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsign
     b->pace_ctas = (unsigned)(occupancy_per_sm(k, threads, smem, 0, memo) * cuda_sm_count());
 }
 
+#define LONG_STAGE_KIB 64 /* launch_step's 2-warp CTAs' stage at most */
+
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
@@ -826,7 +829,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
     b.pace_rate = 0;
     static std::atomic<long long> paced4{ -1 }, paced_full{ -1 }, paced{ -1 };
     const unsigned spin = PAIR && a.spin_y ? SPIN_CTAS : 0; /* a spinning pair's quantizing CTAs come first */
-    if constexpr (W == 8) /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
+    if constexpr (W == 8) { /* rows too long for 8 warps' stages (Q8_0's 16 rows of 4096: 68 KiB): 4 warps staged */
         if (!b.stage && (b.stage = stage_bytes(a, RW, 4)) != 0) {
             const auto k4 = matmul_kernel<T, 4, 1, false, K, RW, true, false, PAIR, FIX>;
             const unsigned ctas = (unsigned)((rows / RW + 3) / 4) + spin;
@@ -834,6 +837,22 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
             launch(k4, dim3(ctas), 4 * 32, 4 * (size_t)b.stage, s, b);
             return;
         }
+        /* too long for 4 (the 8B Q8_0's down, rows of 12288: 104 KiB): 2
+         * warps staged, opted in past 48 KiB (52 KiB, 4 CTAs an SM), rather
+         * than 8 unstaged warps asking the whole matrix into L2 at once
+         * (BENCHMARKS, thirty-fourth session) */
+        if constexpr (RW == 2 && !PAIR)
+            if (!b.stage && (b.stage = stage_bytes(a, RW, 2, LONG_STAGE_KIB * 1024)) != 0) {
+                const auto k2 = matmul_kernel<T, 2, 1, false, K, RW, true, false, PAIR, FIX>;
+                static const bool opted = (cuda_smem_opt_in((const void *)k2, LONG_STAGE_KIB * 1024), true);
+                (void)opted;
+                static std::atomic<long long> paced2{ -1 };
+                const unsigned ctas = (unsigned)((rows / RW + 1) / 2);
+                pace_set(&b, k2, ctas, 2 * 32, 2 * (size_t)b.stage, &paced2);
+                launch(k2, dim3(ctas), 2 * 32, 2 * (size_t)b.stage, s, b);
+                return;
+            }
+    }
     const dim3 grid((unsigned)((rows / RW + W - 1) / W) + spin);
     if constexpr (W == 4 && RW == 1) {
         if (b.stage && !spin && launch_loop<T, K, PAIR, FIX>(b, rows, s))

@@ -425,6 +425,11 @@ void test_matmul_matches_the_reference(void)
     if (!matmul_case(TYPE_Q6_K, 12288, 3170, 1, &worst) || !matmul_case(TYPE_Q5_K, 12288, 3170, 1, &worst))
         return;
     printf("    Q6_K, Q5_K rows of 12288 (the loop launch, two warps a row): bit-equal as well\n");
+    /* Q8_0 rows of 12288 (the 8B's down): two warps of two rows a CTA,
+     * staged past 48 KiB; 1025 row pairs, so the last CTA is half full */
+    if (!matmul_case(TYPE_Q8_0, 12288, 2050, 1, &worst))
+        return;
+    printf("    Q8_0 rows of 12288 (two warps staged, 52 KiB a CTA, the last CTA half full): bit-equal as well\n");
     static const enum tensor_type qkv8b[3] = { TYPE_Q4_K, TYPE_Q4_K, TYPE_Q6_K }, qkv05[3] = { TYPE_Q5_0, TYPE_Q6_K, TYPE_F16 };
     static const int64_t rows8b[3] = { 4096, 1024, 1024 }, rows05[3] = { 96, 32, 64 };
     /* Qwen2.5-0.5B's Q4_K_M mix (Q5_0 Q and K, Q8_0 or Q6_K V; and an F16
