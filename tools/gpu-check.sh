@@ -8,9 +8,12 @@
 #            (carry build/minfer, build/minfer-cuda-tests, build/minfer-gpu-bench,
 #             build/minfer-qwen2.5-0.5b, build/lib and .whl: the transformers-fixture test
 #             remakes its models with tests/fixtures/make_fixtures.py, which
-#             needs the gguf package; stripped they pass one call's 64 MiB
-#             carry, so run "tests sanitize" without the per-model binary,
-#             then "bench big long" without the tests, on the warm machine)
+#             needs the gguf package; as built they pass one call's 64 MiB
+#             carry (69 MB with the tree at a7e9c28): strip the four
+#             binaries (58 MB with build/lib and .whl, 61 with the tree) to
+#             run every stage in one call, or run "tests sanitize" without
+#             the per-model binary, then "bench big long" without the tests,
+#             on the warm machine)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models), under TESTS_TIMEOUT s (300);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
