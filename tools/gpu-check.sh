@@ -19,6 +19,7 @@
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
 #           on one of Q8_0 weights (its pair's Q8_1 product by polling CTAs),
 #           racecheck on the argmax kernel's test, memcheck and racecheck on the attention kernels' test,
+#           memcheck on the decode matmuls' test (the 8B Q8_0 down's 2-warp staged form),
 #           and memcheck on a Gemma 3 270M-shaped one past its window and on
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table, the small kernels' table
@@ -178,6 +179,13 @@ if want sanitize; then
             row "compute-sanitizer $tool (${pair#*:})" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
         done
     done
+    # the decode matmuls' test under memcheck: its Q8_0 rows of 12288 take launch_step's 2-warp staged CTAs
+    # (52 KiB opted in), which no 0.5B shape reaches
+    (cd build && timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 ./minfer-cuda-tests matmul_matches) \
+        >"$tmp/sanitize-test.txt" 2>&1
+    rc=$?
+    { echo "== memcheck decode matmul kernel test (rc=$rc)"; tail -6 "$tmp/sanitize-test.txt"; } >>"$out/sanitize.txt"
+    row "compute-sanitizer memcheck (decode matmul kernel test)" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
 fi
 
 keep() { # label, a bench's JSON file: one line of $out/runs.jsonl (every run's results, one file back)
