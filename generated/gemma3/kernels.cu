@@ -7,7 +7,7 @@
  * does not, the matmul kernel instantiated for every weight type at each
  * row length the build fixes, listed by (op, row length k, output rows n).
  * A generic build fixes none and runs the runtime-shaped kernel. */
-#include "cuda/matmul_kernel.cuh"
+#include "cuda/matmul_launch.cuh"
 #include "graph_ops.h"
 
 

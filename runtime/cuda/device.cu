@@ -44,7 +44,7 @@ extern "C" bool cuda_wgmma_enabled(void)
 }
 
 /* Decode matmuls whose weights the TMA unit copies into shared memory
- * (matmul_kernel.cuh): on sm_90 and later, unless MINFER_NO_STAGE=1. */
+ * (matmul_launch.cuh: stage_bytes): on sm_90 and later, unless MINFER_NO_STAGE=1. */
 extern "C" bool cuda_stage_enabled(void)
 {
     static std::atomic<int> on{ -1 };

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cuda/device.h"
-#include "cuda/matmul_kernel.cuh"
+#include "cuda/matmul_launch.cuh"
 #include "cuda/mmq.cuh"
 #include "cuda/quantize_q8_1.h"
 

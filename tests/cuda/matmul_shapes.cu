@@ -5,7 +5,7 @@
  * every type): for test_matmul.c to check against the generic kernel.
  * The per-model builds the tests make know their types, so they carry
  * none of these. */
-#include "cuda/matmul_kernel.cuh"
+#include "cuda/matmul_launch.cuh"
 #include "graph_ops.h"
 
 CUDA_MATMUL_INSTANCE(4864)
