@@ -13,7 +13,8 @@
 #             binaries (58 MB with build/lib and .whl, 61 with the tree) to
 #             run every stage in one call, or run "tests sanitize" without
 #             the per-model binary, then "bench big long" without the tests,
-#             on the warm machine)
+#             on the warm machine; build/minfer-qwen3-8b, 13 MB more, only
+#             in a call without the tests' binary)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models), under TESTS_TIMEOUT s (300);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
@@ -32,7 +33,9 @@
 #           with the generic binary and the per-model one (minfer-qwen2.5-0.5b,
 #           its decode matmuls compiled for the model's row lengths), whose
 #           greedy text must be the same;
-# big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0;
+# big:      the same for Qwen3-8B shapes in Q4_K_M and Q8_0 (and for the
+#           Q8_0, the per-model minfer-qwen3-8b against the generic binary,
+#           where it is carried);
 # long:     tg128 after 4096 and 16384 tokens of context (minfer bench -d),
 #           for the 0.5B and Gemma models (and the 8B Q4_K_M with big);
 # timeline: one replayed decode step of each model above as its launches
@@ -67,7 +70,8 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--build-only" ]; then
     # the server's libraries travel with the binaries (carry build/lib too):
     # the GPU machine has no libmicrohttpd or cJSON
-    lua5.4 configure.lua --builddir=build && ninja -C build &&
+    # (with the per-model binary for Qwen3-8B Q8_0, minfer-qwen3-8b, which "big" measures where it is carried)
+    lua5.4 configure.lua --builddir=build --model=qwen3-8b:q8_0 && ninja -C build &&
         python3 -m pip download -q --no-deps -d .whl gguf && mkdir -p build/lib &&
         cp -L $(ldd build/minfer | awk '/microhttpd|cjson/ {print $3}') build/lib/ || exit
     # the real models (tools/fetch-model.sh) in pieces a call can carry beside the tree (64 MiB in all), one
@@ -249,17 +253,21 @@ if want bench || want big; then
             row "$label pp512, MINFER_NO_WGMMA=1 (t/s)" "$(python3 -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))[0]["tokens_per_second"])' "$tmp/nowgmma.json")"
         fi
     done
-    if want bench; then # the per-model binary: its kernels fixed at compile time, the same tokens
-        f=$(synth qwen2.5-0.5b q4_k_m)
-        line=$(bench_model "qwen2.5-0.5b-q4_k_m-specialized" "$f" "$bw" build/minfer-qwen2.5-0.5b)
+    specialized() { # preset type: the per-model binary minfer-<preset> (its kernels fixed at compile time), the same tokens
+        local bin=build/minfer-$1 f
+        f=$(synth "$1" "$2") || return
+        line=$(bench_model "$1-$2-specialized" "$f" "$bw" "$bin")
         IFS='|' read -r label tg pp gb floor frac pp2048 tops <<<"$line"
-        row "minfer-qwen2.5-0.5b tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s: $frac"
-        for b in minfer minfer-qwen2.5-0.5b; do
-            build/$b run -m "$f" -p "Once upon a time" -n 48 --temp 0 --device cuda >"$tmp/text-$b.txt" 2>/dev/null
+        row "minfer-$1 ($2) tg128 / pp512 (t/s)" "$tg / $pp; floor $floor t/s: $frac"
+        for b in build/minfer "$bin"; do
+            $b run -m "$f" -p "Once upon a time" -n 48 --temp 0 --device cuda >"$tmp/text-${b#build/}.txt" 2>/dev/null
         done
-        cmp -s "$tmp/text-minfer.txt" "$tmp/text-minfer-qwen2.5-0.5b.txt" && same="same 48 tokens" || same="DIFFERENT tokens"
-        row "generic and per-model binary, greedy text" "$same"
-    fi
+        cmp -s "$tmp/text-minfer.txt" "$tmp/text-minfer-$1.txt" && same="same 48 tokens" || same="DIFFERENT tokens"
+        row "generic and minfer-$1, greedy text" "$same"
+    }
+    want bench && specialized qwen2.5-0.5b q4_k_m
+    # the 8B's (--build-only makes it for Q8_0), where carried: 13 MB stripped, so not beside the tests' binary
+    want big && [ -x build/minfer-qwen3-8b ] && specialized qwen3-8b q8_0
 fi
 
 if want ab; then # other builds against this one, in turns
