@@ -262,7 +262,9 @@ if want bench || want big; then
         for b in build/minfer "$bin"; do
             $b run -m "$f" -p "Once upon a time" -n 48 --temp 0 --device cuda >"$tmp/text-${b#build/}.txt" 2>/dev/null
         done
-        cmp -s "$tmp/text-minfer.txt" "$tmp/text-minfer-$1.txt" && same="same 48 tokens" || same="DIFFERENT tokens"
+        if [ ! -s "$tmp/text-minfer.txt" ] || [ ! -s "$tmp/text-minfer-$1.txt" ]; then same="FAILED: a run gave no text" # two failed runs are no match
+        elif cmp -s "$tmp/text-minfer.txt" "$tmp/text-minfer-$1.txt"; then same="same 48 tokens"
+        else same="DIFFERENT tokens"; fi
         row "generic and minfer-$1, greedy text" "$same"
     }
     want bench && specialized qwen2.5-0.5b q4_k_m
