@@ -108,7 +108,7 @@ local runtime = { "error", "graph", "hparams", "presets", "model", "kv_cache", "
                   "cli/cmd_info", "cli/cmd_quantize", "cli/cmd_synth", "cli/cmd_run", "cli/cmd_bench", "cli/cmd_tokenize",
                   "cli/cmd_perplexity", "cli/cmd_serve", "cli/session", "cli/die",
                   "server/server", "server/api", "server/slots" }
-local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "argmax", "matmul", "mmq", "mmq_f16", "mmq_wgmma", "mmf", "attention", "attention_prefill", "prefetch" }
+local cuda_sources = { "device", "quantize_q8_1", "embed", "norm", "elementwise", "argmax", "matmul", "mmq", "mmq_f16", "mmq_wgmma", "mmf", "attention", "attention_prefill" }
 local compiler = { "main", "expr", "ast", "ir", "describe", "trace", "pass_shape", "fusion_rules", "pass_fuse",
                    "pass_plan", "specialize", "emit", "dump" }
 local tests = { "test_gguf_read", "test_gguf_malformed", "test_gguf_write", "test_half", "test_quant", "test_quant_dot",

@@ -87,19 +87,6 @@ struct cuda_state {
     long captures;        /* graphs captured (cuda_backend.h) */
     struct capture cap[CAPTURES];
     unsigned long capture_asks;
-    /* Weights asked into L2 ahead (MINFER_PREFETCH_MB, prefetch_after): a
-     * second stream forked off the step after a decode matmul and joined at
-     * its end; the window past the next matmul's first byte, which matmuls
-     * (prefetch_kind's letters), by how many CTAs; the step's cursor (what
-     * it has asked for: matmul node ahead_node's first ahead_done bytes
-     * and every byte before) */
-    void *side, *fork, *join;
-    size_t ahead_window;
-    const char *ahead_for;
-    int ahead_ctas;
-    bool ahead_bulk, forked;
-    int ahead_node;
-    size_t ahead_done;
 };
 
 static bool cuda_available(struct error *e)
@@ -237,13 +224,6 @@ static void cuda_free_state(void *state)
     cuda_host_free((void *)s->token);
     cuda_event_destroy(s->token_ready);
     cuda_host_free(s->staging);
-    if (s->side) {
-        struct error e;
-        cuda_stream_sync(s->side, "free", &e);
-    }
-    cuda_stream_destroy(s->side);
-    cuda_event_destroy(s->fork);
-    cuda_event_destroy(s->join);
     cuda_stream_destroy(s->stream);
     free(s);
 }
@@ -418,16 +398,6 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
              cuda_host_alloc((void **)&s->staging, 3 * s->staging_region, "input staging", e) ||
              cuda_memset_async(s->kv_k, 0, kv / 2, s->stream, e) || cuda_memset_async(s->kv_v, 0, kv / 2, s->stream, e) ||
              cuda_memset_async(s->att, 0, att, s->stream, e) || cuda_memset_async(s->pair_y, 0xff, pair_y, s->stream, e);
-    /* off unless asked: on the H200 (BENCHMARKS, seventeenth session) the
-     * best setting, 32 MB after each QKV by 16 CTAs, made the 8B's steps 1%
-     * faster and the 0.5B's 4% and Gemma 270M's 3% slower */
-    const char *mb = getenv("MINFER_PREFETCH_MB"), *ctas = getenv("MINFER_PREFETCH_CTAS"), *bulk = getenv("MINFER_PREFETCH_BULK");
-    s->ahead_window = mb ? (size_t)(atof(mb) * 1048576) : 0;
-    s->ahead_for = getenv("MINFER_PREFETCH_FOR") ? getenv("MINFER_PREFETCH_FOR") : "o";
-    s->ahead_ctas = ctas && atoi(ctas) > 0 ? atoi(ctas) : 16;
-    s->ahead_bulk = bulk && strcmp(bulk, "1") == 0;
-    if (!rc && s->ahead_window)
-        rc = cuda_stream_create(&s->side, e) || cuda_event_create(&s->fork, e) || cuda_event_create(&s->join, e);
     if (rc) {
         cuda_free_state(s);
         *state = NULL;
@@ -668,108 +638,15 @@ static int run_node(struct cuda_state *s, const struct graph *g, int i, struct e
     }
 }
 
-/* ---- weights asked into L2 ahead, beside the step ---- */
-
-static int next_matmul(const struct graph *g, int i)
-{
-    for (int j = i + 1; j < g->n; j++)
-        if (op_is_matmul(g->node[j].op))
-            return j;
-    return -1;
-}
-
-static size_t matmul_weight_bytes(const struct node *n)
-{
-    size_t b = 0;
-    for (int k = 0; k < op_info(n->op)->n_w; k++)
-        b += weight_bytes(n->p.w[k]);
-    return b;
-}
-
-/* Matmul node j's letter for MINFER_PREFETCH_FOR: q the QKV, o the one
- * after it (attention's output), p a gate/up pair, d the one after a pair
- * (down), l any other (the output matrix). */
-static char prefetch_kind(const struct graph *g, int j)
-{
-    const enum op op = g->node[j].op;
-    if (op == OP_MATMUL_QKV || op == OP_FFN_GLU)
-        return op == OP_MATMUL_QKV ? 'q' : 'p';
-    int before = -1;
-    for (int i = j - 1; i >= 0 && before < 0; i--)
-        before = op_is_matmul(g->node[i].op) ? i : -1;
-    return before < 0 ? 'l' : g->node[before].op == OP_FFN_GLU ? 'd' : g->node[before].op == OP_MATMUL_QKV ? 'o' : 'l';
-}
-
-/* Bytes [a, b) of matmul node n's weights, in the order its CTAs read
- * them: a pair's gate and up side by side (row r of both in one CTA), the
- * others one after another. */
-static void prefetch_ranges(const struct cuda_state *s, const struct node *n, size_t a, size_t b, struct cuda_prefetch *r)
-{
-    const size_t total = matmul_weight_bytes(n);
-    size_t at = 0;
-    for (int k = 0; k < op_info(n->op)->n_w && r->n < CUDA_PREFETCH_RANGES; k++) {
-        const size_t wb = weight_bytes(n->p.w[k]);
-        size_t lo = n->op == OP_FFN_GLU ? (size_t)((double)a * wb / total) : a > at ? a - at : 0;
-        size_t hi = n->op == OP_FFN_GLU ? (size_t)((double)b * wb / total) : b > at ? b - at : 0;
-        lo = lo < wb ? lo : wb;
-        hi = hi < wb ? hi : wb;
-        at += wb;
-        if (hi > lo) {
-            r->p[r->n] = (const uint8_t *)dev_of(s, n->p.w[k]) + lo;
-            r->bytes[r->n++] = hi - lo;
-        }
-    }
-}
-
-/* After decode matmul node i is queued: the window of weights from the
- * next matmul's first byte on that the step has not asked for yet, asked
- * into L2 on the side stream once node i is done (its first dependents,
- * the heads and attention after a QKV, read little meanwhile). */
-static int prefetch_after(struct cuda_state *s, const struct graph *g, int i, struct error *e)
-{
-    const int j = next_matmul(g, i);
-    if (!s->ahead_window || j < 0 || g->node[g->node[i].src[0]].ne[1] > 8 || !strchr(s->ahead_for, prefetch_kind(g, j)))
-        return 0;
-    if (s->ahead_node < j) {
-        s->ahead_node = j;
-        s->ahead_done = 0;
-    }
-    struct cuda_prefetch r = { .n = 0 };
-    size_t left = s->ahead_window;
-    for (int m = j; m >= 0 && left > 0 && r.n < CUDA_PREFETCH_RANGES; m = next_matmul(g, m)) {
-        const size_t total = matmul_weight_bytes(&g->node[m]), end = total < left ? total : left;
-        const size_t from = m < s->ahead_node ? end : m == s->ahead_node ? s->ahead_done : 0;
-        left -= end;
-        if (end > from) {
-            prefetch_ranges(s, &g->node[m], from, end, &r);
-            s->ahead_node = m;
-            s->ahead_done = end;
-        }
-    }
-    if (!r.n)
-        return 0;
-    if (cuda_event_record(s->fork, s->stream, e) || cuda_stream_wait_event(s->side, s->fork, e) ||
-        cuda_prefetch_l2(&r, s->ahead_ctas, s->ahead_bulk, s->side, e))
-        return -1;
-    s->forked = true;
-    return 0;
-}
-
 static int launch_all(struct cuda_state *s, const struct graph *g, struct error *e)
 {
     s->q8_of = -1;
     s->skip[0] = s->skip[1] = -1;
     s->n_rot = 0;
-    s->ahead_node = -1;
-    s->forked = false;
     for (int i = 0; i < g->n; i++)
-        if (i != s->skip[0] && i != s->skip[1] &&
-            (run_node(s, g, i, e) || (op_is_matmul(g->node[i].op) && prefetch_after(s, g, i, e))))
+        if (i != s->skip[0] && i != s->skip[1] && run_node(s, g, i, e))
             return fail_prefix(e, "%s:%d: %s%s", g->source, g->node[i].line, graph_op_name(g->node[i].op),
                                g->node[i].layer >= 0 ? " (a layer's)" : "");
-    /* the side stream joins the step's end (a capture must end on one stream) */
-    if (s->forked && (cuda_event_record(s->join, s->side, e) || cuda_stream_wait_event(s->stream, s->join, e)))
-        return fail_prefix(e, "the prefetch stream's join");
     return 0;
 }
 

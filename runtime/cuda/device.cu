@@ -342,11 +342,6 @@ int cuda_event_record(void *event, void *stream, struct error *e)
     return check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cudaEventRecord", e);
 }
 
-int cuda_stream_wait_event(void *stream, void *event, struct error *e)
-{
-    return check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent", e);
-}
-
 int cuda_event_sync(void *event, const char *site, struct error *e)
 {
     cudaError_t rc = cudaEventSynchronize((cudaEvent_t)event);

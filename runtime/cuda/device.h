@@ -71,9 +71,6 @@ int cuda_event_create(void **event, struct error *e);
 void cuda_event_destroy(void *event);
 int cuda_event_record(void *event, void *stream, struct error *e);
 int cuda_event_sync(void *event, const char *site, struct error *e);
-/* Work queued on stream after this waits for event's last record (inside a
- * capture: a branch of the graph forks or joins there). */
-int cuda_stream_wait_event(void *stream, void *event, struct error *e);
 
 /* Free and total device memory now. */
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, struct error *e);

@@ -214,19 +214,6 @@ bool cuda_attention_prefill_fits(int64_t d);
 int64_t cuda_attention_chunk(int64_t n_ctx);
 size_t cuda_attention_scratch_floats(int64_t d, int64_t h, int64_t n_ctx, int64_t chunk);
 
-/* prefetch.cu: the bytes of up to CUDA_PREFETCH_RANGES ranges of read-only
- * memory (weights) asked into L2 by ctas CTAs, and nothing else written or
- * waited for: a launch for a branch of the step beside its critical path,
- * while that path reads little (bulk: by the TMA unit's bulk prefetch, else
- * a line a lane). */
-#define CUDA_PREFETCH_RANGES 8
-struct cuda_prefetch {
-    const void *p[CUDA_PREFETCH_RANGES];
-    size_t bytes[CUDA_PREFETCH_RANGES];
-    int n;
-};
-int cuda_prefetch_l2(const struct cuda_prefetch *r, int ctas, bool bulk, void *stream, struct error *e);
-
 #ifdef __cplusplus
 }
 #endif

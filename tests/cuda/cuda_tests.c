@@ -167,7 +167,6 @@ static const struct {
     { "backend_matches_the_cpu", test_backend_matches_the_cpu },
     { "backend_prompt_kernels_match_the_cpu", test_backend_prompt_kernels_match_the_cpu },
     { "backend_is_bitwise_reproducible", test_backend_is_bitwise_reproducible },
-    { "backend_prefetch_changes_no_bits", test_backend_prefetch_changes_no_bits },
     { "backend_rotation_changes_no_bits", test_backend_rotation_changes_no_bits },
     { "backend_spans_change_no_bits", test_backend_spans_change_no_bits },
     { "backend_feeds_greedy_tokens", test_backend_feeds_greedy_tokens },

@@ -52,7 +52,6 @@ void test_mmq_wide_columns(void);
 void test_backend_matches_the_cpu(void);
 void test_backend_prompt_kernels_match_the_cpu(void);
 void test_backend_is_bitwise_reproducible(void);
-void test_backend_prefetch_changes_no_bits(void);
 void test_backend_rotation_changes_no_bits(void);
 void test_backend_spans_change_no_bits(void);
 void test_backend_feeds_greedy_tokens(void);

@@ -266,47 +266,6 @@ void test_backend_is_bitwise_reproducible(void)
     }
 }
 
-/* The weights asked into L2 on a second stream (cuda_backend.c's
- * prefetch_after) change no bit: the decode steps with a window small
- * enough that every matmul forks a prefetch give the logits of steps
- * without it, and their graphs (a fork and a join in each) are captured
- * and replayed. */
-void test_backend_prefetch_changes_no_bits(void)
-{
-    for (int t = 0; t < N_TINY; t++) {
-        struct model m;
-        if (!open_tiny(t, &m))
-            return;
-        struct engine on, off;
-        setenv("MINFER_PREFETCH_MB", "0.0625", 1);
-        setenv("MINFER_PREFETCH_FOR", "qopdl", 1);
-        bool opened = open_engine(&on, &m, "cuda", 4, true, false);
-        setenv("MINFER_PREFETCH_MB", "0", 1);
-        opened = opened && open_engine(&off, &m, "cuda", 4, true, false);
-        unsetenv("MINFER_PREFETCH_MB");
-        unsetenv("MINFER_PREFETCH_FOR");
-        if (!opened)
-            return;
-        int64_t v = on.n_vocab;
-        float *a = malloc((size_t)(24 * v) * 4), *b = malloc((size_t)(24 * v) * 4);
-        long before = cuda_backend_replays(on.bs);
-        bool ok = run_sequence(&on, a) && run_sequence(&on, a) && run_sequence(&off, b); /* twice: the second all replays */
-        long replays = cuda_backend_replays(on.bs) - before;
-        ok = ok && CHECK(replays >= 20, "%s: %ld steps with prefetches replayed a captured graph, expected >= 20",
-                         tinies[t].arch, replays);
-        ok = ok && CHECK(memcmp(a, b, (size_t)(24 * v) * 4) == 0, "%s: the prefetch branch changed the logits",
-                         tinies[t].arch);
-        if (ok)
-            printf("    %s: 2 x 24 positions with a prefetch after every matmul equal to none; %ld steps replayed\n",
-                   tinies[t].arch, replays);
-        free(a), free(b);
-        engine_free(&on), engine_free(&off);
-        model_close(&m);
-        if (!ok)
-            return;
-    }
-}
-
 /* A decode step's head launches after the first of each RoPE read the
  * rotation it formed (cuda_backend.c's rotation_of) instead of forming
  * their own: the logits of steps where every launch forms its own
