@@ -177,8 +177,11 @@ if nvcc then
     table.insert(lib_objs, o)
   end
   -- the backend itself is C: it walks graphs and calls the launchers
-  edge(("build %s/obj/runtime/cuda/cuda_backend.o: cc %s/runtime/cuda/cuda_backend.c"):format(B, S))
-  table.insert(lib_objs, B .. "/obj/runtime/cuda/cuda_backend.o")
+  for _, f in ipairs({ "cuda_backend", "device_weights" }) do
+    local o = B .. "/obj/runtime/cuda/" .. f .. ".o"
+    edge(("build %s: cc %s/runtime/cuda/%s.c"):format(o, S, f))
+    table.insert(lib_objs, o)
+  end
 end
 edge(("build %s/libminfer.a: ar %s"):format(B, table.concat(lib_objs, " ")))
 edge(("build %s/obj/runtime/cli/main.o: cc %s/runtime/cli/main.c"):format(B, S))

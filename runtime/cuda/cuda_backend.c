@@ -1,23 +1,20 @@
 /* cuda_backend.c: the GPU as a backend (see backend.h). Per engine: its own
  * non-blocking stream, the activation arena, the KV cache and its graphs
  * (the decode step's, a prompt chunk's) captured as CUDA graphs after two
- * warm-up runs and replayed. Per model: its weights in device memory, uploaded by the first
- * engine over it (after checking they fit) and shared by the others (a
- * server's slots), freed with the last. Only the device layer (device.cu) calls the
+ * warm-up runs and replayed. Per model: its weights in device memory
+ * (device_weights.h), shared by its engines; the first checks they fit
+ * with its own buffers before it uploads them. Only the device layer (device.cu) calls the
  * CUDA runtime; this file walks graphs and calls kernel launchers. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device.h"
+#include "cuda/device_weights.h"
 #include "cuda/kernels.h"
 #include "cuda/quantize_q8_1.h"
-#include "cuda/weight_layout.h"
-#include "quant/quant.h"
 
 #define WARMUP_RUNS 2   /* direct runs of a graph before it is captured */
 #define CAPTURES 16     /* graphs kept captured at once (a graph's, one a span) */
@@ -147,57 +144,6 @@ static bool cuda_supports(const struct graph *g, int i, struct error *e)
     return true;
 }
 
-/* ---- the device weights, one copy per model ---- */
-
-struct device_weights {
-    const struct model *m;
-    void **dev;
-    int engines;          /* engines using it; freed at 0 */
-    struct device_weights *next;
-};
-
-static struct device_weights *registry; /* every model with engines on the device */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The registered weights of m, with one more engine counted; NULL if none. */
-static struct device_weights *weights_find(const struct model *m)
-{
-    for (struct device_weights *w = registry; w; w = w->next)
-        if (w->m == m) {
-            w->engines++;
-            return w;
-        }
-    return NULL;
-}
-
-static void weights_release(struct device_weights *w)
-{
-    if (!w)
-        return;
-    pthread_mutex_lock(&registry_lock);
-    if (--w->engines == 0) {
-        for (struct device_weights **p = &registry; *p; p = &(*p)->next)
-            if (*p == w) {
-                *p = w->next;
-                break;
-            }
-        for (int i = 0; i < w->m->n_w; i++)
-            cuda_free(w->dev[i]);
-        free(w->dev);
-        free(w);
-    }
-    pthread_mutex_unlock(&registry_lock);
-}
-
-int cuda_backend_weight_engines(const void *state)
-{
-    const struct cuda_state *s = state;
-    pthread_mutex_lock(&registry_lock);
-    int n = s->weights ? s->weights->engines : 0;
-    pthread_mutex_unlock(&registry_lock);
-    return n;
-}
-
 /* ---- init: memory check, uploads ---- */
 
 static void cuda_free_state(void *state)
@@ -211,7 +157,7 @@ static void cuda_free_state(void *state)
     }
     for (int c = 0; c < CAPTURES; c++)
         cuda_graph_destroy(s->cap[c].exec);
-    weights_release(s->weights);
+    device_weights_release(s->weights);
     cuda_free(s->arena);
     cuda_free(s->kv_k);
     cuda_free(s->kv_v);
@@ -228,70 +174,6 @@ static void cuda_free_state(void *state)
     free(s);
 }
 
-/* A weight's device bytes: vectors as f32, matrices in weight_layout.h's rows. */
-static size_t weight_bytes(const struct weight *w)
-{
-    const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
-    return w->n_dims == 1 ? (size_t)w->ne[0] * sizeof(float) : (size_t)rows * cuda_row_bytes(w->type, w->ne[0]);
-}
-
-#define UPLOAD_CHUNK ((size_t)16 << 20) /* host bytes packed at a time */
-
-/* A matrix's rows, packed into the GPU's layout a chunk at a time. */
-static int upload_matrix(void *dev, const struct weight *w, struct error *e)
-{
-    const int64_t k = w->ne[0], rows = w->ne[1] * w->ne[2] * w->ne[3];
-    const size_t in_row = type_bytes(w->type, (uint64_t)k), out_row = cuda_row_bytes(w->type, k);
-    if (!cuda_planes_of(w->type).n)
-        return cuda_upload(dev, w->data, (size_t)rows * out_row, e);
-    const int64_t per = (int64_t)(UPLOAD_CHUNK / out_row) > 0 ? (int64_t)(UPLOAD_CHUNK / out_row) : 1;
-    uint8_t *buf = malloc((size_t)per * out_row);
-    int rc = buf ? 0 : fail(e, "out of memory");
-    for (int64_t r = 0; !rc && r < rows; r += per) {
-        const int64_t n = rows - r < per ? rows - r : per;
-        cuda_rows_pack(w->type, k, n, (const uint8_t *)w->data + (size_t)r * in_row, buf);
-        rc = cuda_upload((uint8_t *)dev + (size_t)r * out_row, buf, (size_t)n * out_row, e);
-    }
-    free(buf);
-    return rc;
-}
-
-/* Each weight once: matrices in the GPU's layout, vectors (norms, biases) as f32. */
-static int upload_weights(struct device_weights *s, struct error *e)
-{
-    const struct model *m = s->m;
-    size_t total = 0, done = 0;
-    for (int i = 0; i < m->n_w; i++)
-        total += weight_bytes(&m->w[i]);
-    bool tty = isatty(2);
-    int shown = -1;
-    for (int i = 0; i < m->n_w; i++) {
-        const struct weight *w = &m->w[i];
-        size_t bytes = weight_bytes(w);
-        if (cuda_alloc(&s->dev[i], bytes ? bytes : 1, "a weight", e))
-            return fail_prefix(e, "weight '%.*s'", (int)w->name_len, w->name);
-        if (w->n_dims == 1) {
-            float *f = malloc(bytes);
-            int rc = !f ? fail(e, "out of memory") : dequantize_row(w->type, w->data, f, w->ne[0]) ? fail(e, "type %s", type_name(w->type)) : 0;
-            rc = rc || cuda_upload(s->dev[i], f, bytes, e);
-            free(f);
-            if (rc)
-                return fail_prefix(e, "weight '%.*s'", (int)w->name_len, w->name);
-        } else if (upload_matrix(s->dev[i], w, e)) {
-            return fail_prefix(e, "weight '%.*s'", (int)w->name_len, w->name);
-        }
-        done += bytes;
-        int pct = (int)(done * 100 / (total ? total : 1));
-        if (tty && (pct != shown || i == m->n_w - 1)) {
-            shown = pct;
-            fprintf(stderr, "\ruploading [%-40.*s] %3d%%", pct * 40 / 100, "========================================", pct);
-        }
-    }
-    if (tty)
-        fputc('\n', stderr);
-    return 0;
-}
-
 /* A per-model build's decode matmuls for m's architecture, or NULL (the
  * generic build's kernels throughout). */
 static const struct cuda_kernel *special_table(const struct model *m)
@@ -300,6 +182,12 @@ static const struct cuda_kernel *special_table(const struct model *m)
         if (strcmp(cuda_kernel_tables[t].arch, m->arch->name) == 0 && cuda_kernel_tables[t].kernels[0].matmul)
             return cuda_kernel_tables[t].kernels;
     return NULL;
+}
+
+int cuda_backend_weight_engines(const void *state)
+{
+    const struct cuda_state *s = state;
+    return s->weights ? device_weights_engines(s->weights) : 0;
 }
 
 struct cuda_launches cuda_backend_fixed_launches(const struct model *m, const struct graph *g)
@@ -353,11 +241,9 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
     const size_t prompt_scratch = cuda_prompt_scratch_bytes(z->n_batch, z->k_max);
     /* the weights: another engine's over this model, or a new copy (under
      * the lock, so two engines starting at once upload once) */
-    pthread_mutex_lock(&registry_lock);
-    s->weights = weights_find(m);
-    size_t weights = 0;
-    for (int i = 0; i < m->n_w && !s->weights; i++)
-        weights += weight_bytes(&m->w[i]);
+    device_weights_lock();
+    s->weights = device_weights_find(m);
+    const size_t weights = s->weights ? 0 : device_weights_bytes(m);
     size_t kv = 2 * (size_t)z->n_layer * s->kv_layer_bytes, need = weights + kv + z->arena_bytes + 2 * s->q8_bytes + att + pair_y + prompt_scratch;
     size_t free_b = 0, total_b = 0;
     int rc = cuda_device_query(0, &s->info, e) || cuda_mem_info(&free_b, &total_b, e);
@@ -367,20 +253,11 @@ static int cuda_init(void **state, const struct model *m, const struct backend_s
                   s->weights ? ": shared with another engine" : "", (double)kv / 1048576,
                   (double)z->arena_bytes / 1048576, (double)(2 * s->q8_bytes + att + pair_y + prompt_scratch) / 1048576,
                   (double)free_b / 1048576);
-    if (!rc && !s->weights) {
-        struct device_weights *w = calloc(1, sizeof *w);
-        if (w && !(w->dev = calloc((size_t)m->n_w, sizeof *w->dev)))
-            free(w), w = NULL;
-        rc = w ? 0 : fail(e, "out of memory");
-        if (w) {
-            *w = (struct device_weights){ m, w->dev, 1, registry };
-            registry = s->weights = w;
-            rc = upload_weights(w, e);
-        }
-    }
-    pthread_mutex_unlock(&registry_lock);
+    if (!rc && !s->weights)
+        rc = (s->weights = device_weights_upload(m, e)) ? 0 : -1;
+    device_weights_unlock();
     if (!rc)
-        s->dev = s->weights->dev;
+        s->dev = device_weights_dev(s->weights);
     void *scratch;
     if (!rc)
         rc = cuda_stream_create(&s->stream, e) || cuda_alloc((void **)&s->arena, z->arena_bytes, "the activation arena", e) ||
