@@ -58,7 +58,11 @@
 #           for the 0.5B model (and the 8B ones with big); with big also
 #           four of the 8B's prompt matmul launches (the f16 kernel): stall
 #           reasons, issue-slot use and instruction count, tensor-pipe
-#           activity, hit rates (profile-prompt.txt); with long also the
+#           activity, hit rates; and one layer's decode matmul launches of
+#           the 8B Q8_0 (QKV, attn_output, the gate/up pair, the down):
+#           stall reasons, issue-slot use, L1 wavefronts (shared and
+#           global), global load sectors and requests, DRAM throughput
+#           (both in profile-matmuls.txt); with long also the
 #           0.5B's decode attention after 16384 tokens: memory throughput,
 #           hit rates, stall reasons (profile-attention.txt).
 # Prints a short table last: each check, and for each model tg128 and pp512
@@ -96,7 +100,7 @@ fi
 stages=${*:-tests sanitize bench big long profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${OUT:-/tmp/gpu-check} # what comes back from the device (8 files at most: summary.md, runs.jsonl, cuda-tests.txt,
-# sanitize.txt, gpu-bench.txt, profile.md or timeline.md, profile-attention.txt, profile-prompt.txt)
+# sanitize.txt, gpu-bench.txt, profile.md or timeline.md, profile-attention.txt, profile-matmuls.txt)
 tmp=/tmp/gpu-check-scratch
 mkdir -p "$out" "$tmp" /tmp/gpu-models
 : >"$out/runs.jsonl"
@@ -402,15 +406,29 @@ if want profile; then # one decode step's kernels under ncu (no graphs: ncu time
             >"$out/profile-attention.txt"
         row "qwen2.5-0.5b-q4_k_m attention @ d16384 under ncu" "$(grep -c 'attention_kernel' "$out/profile-attention.txt") launches: profile-attention.txt"
     fi
-    if want big; then # the 8B's prompt matmuls (the wgmma kernel; mmh_kernel where it does not run), four launches
+    if want big; then
+        # the 8B's prompt matmuls (the wgmma kernel; mmh_kernel where it does not run), four launches
         f=$(synth qwen3-8b q4_k_m)
-        ncu --clock-control none --kernel-name regex:'mmw_kernel|mmh_kernel' --launch-skip 8 --launch-count 4 \
+        { echo "== qwen3-8b q4_k_m: four prompt matmul launches (pp512)"
+          ncu --clock-control none --kernel-name regex:'mmw_kernel|mmh_kernel' --launch-skip 8 --launch-count 4 \
             --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
             --section Occupancy --section SchedulerStats --section InstructionStats --page raw \
             build/minfer bench -m "$f" -p 512 -n 0 -r 1 --device cuda --no-graphs 2>&1 |
-            grep -E 'mmw_kernel|mmh_kernel|issue_stalled|issue_active.avg.pct|smsp__inst_executed.sum |pipe_tensor_op_hmma_cycles_active.avg|t_sector_hit_rate.pct|warps_active.avg.pct|gpu__time_duration.sum' \
-            >"$out/profile-prompt.txt"
-        row "qwen3-8b-q4_k_m prompt matmuls under ncu" "$(grep -cE 'mmw_kernel|mmh_kernel' "$out/profile-prompt.txt") launches: profile-prompt.txt"
+            grep -E 'mmw_kernel|mmh_kernel|issue_stalled|issue_active.avg.pct|smsp__inst_executed.sum |pipe_tensor_op_hmma_cycles_active.avg|t_sector_hit_rate.pct|warps_active.avg.pct|gpu__time_duration.sum'
+        } >"$out/profile-matmuls.txt"
+        row "qwen3-8b-q4_k_m prompt matmuls under ncu" "$(grep -cE '^ *(void )?mm[wh]_kernel' "$out/profile-matmuls.txt") launches: profile-matmuls.txt"
+        # the 8B Q8_0's decode matmuls of its second layer (the down: 134% of its bytes in the step,
+        # BENCHMARKS, thirty-fourth session): where their warps stall, what the L1 serves them
+        f=$(synth qwen3-8b q8_0)
+        { echo "== qwen3-8b q8_0: one layer's decode matmul launches (tg)"
+          ncu --clock-control none --kernel-name regex:'matmul_(loop_|team_)?kernel' --launch-skip 4 --launch-count 4 \
+            --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
+            --section Occupancy --section SchedulerStats --page raw \
+            --metrics l1tex__data_pipe_lsu_wavefronts.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum \
+            build/minfer bench -m "$f" -p 0 -n 2 -r 1 --device cuda --no-graphs 2>&1 |
+            grep -E 'matmul_(loop_|team_)?kernel|gpu__time_duration.sum|dram__throughput.avg.pct_of_peak_sustained_elapsed|issue_stalled.*per_issue_active|issue_active.avg.pct|warps_active.avg.pct|warps_eligible.avg.per_cycle|lsu_wavefronts|pipe_lsu_mem_global_op_ld.sum'
+        } >>"$out/profile-matmuls.txt"
+        row "qwen3-8b-q8_0 decode matmuls under ncu" "$(grep -cE '^ *(void )?matmul_(loop_|team_)?kernel' "$out/profile-matmuls.txt") launches: profile-matmuls.txt"
     fi
 fi
 
