@@ -189,12 +189,13 @@ static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsign
 #define LONG_STAGE_KIB 64 /* launch_step's 2-warp CTAs' stage at most */
 
 /* Whether the 2-warp staged Q8_0 launch takes the persistent piece
- * kernel (matmul_piece_kernel): 1, or MINFER_MM_PIECES=0 (for
- * measurements: form 5, one tile a warp). */
+ * kernel (matmul_piece_kernel): with MINFER_MM_PIECES=1, for its first
+ * measurement (BENCHMARKS, forty-first session: built, not yet run on a
+ * GPU); else form 5, one tile a CTA's warp. */
 static inline bool pieces_enabled(void)
 {
     static std::atomic<long long> m{ -1 };
-    return measured_setting("MINFER_MM_PIECES", 1, 0, 1, &m) != 0;
+    return measured_setting("MINFER_MM_PIECES", 0, 0, 1, &m) != 0;
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its
