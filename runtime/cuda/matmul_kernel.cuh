@@ -183,9 +183,9 @@ __device__ static inline void group_terms(const uint8_t *w, int64_t kk, int i, c
  * when a build fixes it (generated kernels.cu), else 0 and kk. A row's sum
  * takes its blocks in the same order whatever R, NC and K are, so every
  * launch shape gives the same bits. */
-template <int T, int NC, int K, int R = 1>
+template <int T, int NC, int K, int R = 1, bool RANGE = false>
 __device__ static void row_sums(const uint8_t *const w[R], const uint8_t *xq, const float *xf, int64_t kk, int nc,
-                                float sum[R][NC])
+                                float sum[R][NC], int from = 0, int to = 0)
 {
     const int lane = threadIdx.x % 32;
     const int64_t k = K > 0 ? K : kk;
@@ -203,10 +203,13 @@ __device__ static void row_sums(const uint8_t *const w[R], const uint8_t *xq, co
     } else {
         /* a lane takes the G blocks whose codes share bytes at once (K-quants;
          * else G = 1): group i is blocks G i .. G i + G - 1, and lane l takes
-         * groups l, l + 32, ... */
+         * groups l, l + 32, ...; with RANGE, groups from .. to - 1 alone,
+         * for a caller that takes a row's groups in ranges (from a multiple
+         * of 32), in order: the same sums) */
         constexpr int G = group_blocks<T>();
         const size_t col_bytes = (size_t)(k / QK8) * 36;
-        for (int i = lane; i < (int)(k / (QK8 * G)); i += 32) {
+        const int groups = (int)(k / (QK8 * G)), end = RANGE && to < groups ? to : groups;
+        for (int i = (RANGE ? from : 0) + lane; i < end; i += 32) {
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if (c < nc) {
@@ -634,6 +637,117 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
                 x = __fadd_rn(x, a.res[r]);
             if (lane == 0)
                 m.y[r] = x;
+        }
+    }
+}
+
+
+/* A decode step's launch of long rows of a planar type of one-block groups
+ * (the 8B Q8_0's down, rows of 12288: 13 KiB), persistent: CTAs of two
+ * warps, as many as the SMs hold at once, warp w of CTA c taking tiles of
+ * two rows t = 2 c + w, t + 2 gridDim.x, ... Each warp's stage holds its
+ * tile's two rows as stored, asked for in PIECES pieces of the row's trips
+ * (32 groups), a barrier each; once the warp has read piece p, it asks for
+ * piece p of its next tile into the same place. Why: a CTA that stages
+ * its whole rows asks for nothing while it computes, and in a decode step
+ * all of the first wave computes at once, when the launch before ends
+ * (its wait), so DRAM idles then, and again in the last wave's compute
+ * (the launch's tail). A lane's sum takes the pieces' groups in order:
+ * row_sums' bits. */
+#define PIECES 4
+
+/* Piece p's bytes of plane f in a stored row of nb blocks of T (row_bytes
+ * in all): [*at, *at + return). Boundaries are whole trips (32 blocks), so
+ * 16-byte units for Q8_0's planes; the last piece of the last plane takes
+ * the row's padding. */
+template <int T>
+__device__ static inline unsigned piece_span(int64_t nb, size_t row_bytes, int p, int f, size_t *at)
+{
+    const struct cuda_planes pl = cuda_planes_of((enum tensor_type)T);
+    const int64_t trips = (nb + 31) / 32;
+    const int64_t b0 = 32 * (trips * p / PIECES), b1 = p == PIECES - 1 ? nb : 32 * (trips * (p + 1) / PIECES);
+    size_t plane = 0;
+    for (int i = 0; i < f; i++)
+        plane += (size_t)nb * (size_t)pl.size[i];
+    *at = plane + (size_t)b0 * (size_t)pl.size[f];
+    const size_t end = p == PIECES - 1 && f == pl.n - 1 ? row_bytes : plane + (size_t)b1 * (size_t)pl.size[f];
+    return (unsigned)(end - *at);
+}
+
+/* Lane 0: asks for piece p of rows r, r + 1 of set mi into mine. */
+template <int T>
+__device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t r, int64_t nb, int p, uint8_t *mine,
+                                        uint64_t *bar)
+{
+    const struct mm_mat &m = a.m[mi];
+    const int planes = cuda_planes_of((enum tensor_type)T).n;
+    unsigned bytes = 0;
+    size_t at;
+    for (int f = 0; f < planes; f++)
+        bytes += 2 * piece_span<T>(nb, m.row_bytes, p, f, &at);
+    bulk_expect(bar, bytes);
+    for (int rr = 0; rr < 2; rr++)
+        for (int f = 0; f < planes; f++) {
+            const unsigned n = piece_span<T>(nb, m.row_bytes, p, f, &at);
+            uint8_t *dst = mine + (size_t)rr * m.row_bytes + at;
+            const uint8_t *src = m.w + (size_t)(r + rr) * m.row_bytes + at;
+            if (n == 0)
+                continue;
+            if (a.l2_first)
+                bulk_copy_hinted(dst, src, n, bar, l2_evict_first());
+            else
+                bulk_copy(dst, src, n, bar);
+        }
+}
+
+template <int T, int K, class FIX>
+__global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_args a)
+{
+    __shared__ uint64_t bar[2][PIECES];
+    extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a warp: its tile's two rows */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    uint8_t *const mine = staged + (size_t)warp * a.stage;
+    const int64_t k = K > 0 ? K : a.k, nb = k / QK8, tiles = a.tiles, step = 2 * (int64_t)gridDim.x;
+    const int trips = (int)((nb + 31) / 32);
+    int mi;
+    int64_t r;
+    stage_pace(a, 2 * (size_t)a.stage);
+    const int64_t t0 = 2 * (int64_t)blockIdx.x + warp;
+    if (lane == 0) {
+        for (int p = 0; p < PIECES; p++)
+            bulk_init(&bar[warp][p]);
+        if (t0 < tiles && find_row<FIX>(a, 2 * t0, &mi, &r))
+            for (int p = 0; p < PIECES; p++)
+                piece_ask<T>(a, mi, r, nb, p, mine, &bar[warp][p]);
+    }
+    grid_begin();
+    __syncwarp(); /* lane 0 armed the barriers */
+    for (int64_t i = 0, t = t0; t < tiles && find_row<FIX>(a, 2 * t, &mi, &r); i++, t += step) {
+        const struct mm_mat &m = a.m[mi];
+        const uint8_t *const rows[2] = { mine, mine + m.row_bytes };
+        float sums[2][1] = { { 0.0f }, { 0.0f } };
+        int mn = 0;
+        int64_t rn = 0;
+        const bool more = t + step < tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn);
+        for (int p = 0; p < PIECES; p++) {
+            bulk_wait_phase(&bar[warp][p], (unsigned)i & 1);
+            row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, 32 * (trips * p / PIECES),
+                                       p == PIECES - 1 ? 1 << 30 : 32 * (trips * (p + 1) / PIECES));
+            __syncwarp(); /* every lane has read the piece */
+            if (lane == 0 && more) {
+                bulk_reuse_fence();
+                piece_ask<T>(a, mn, rn, nb, p, mine, &bar[warp][p]);
+            }
+        }
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) { /* rows_out's order: the sum, its bias, the residual */
+            float x = warp_sum(sums[rr][0]);
+            if (m.bias)
+                x = __fadd_rn(x, m.bias[r + rr]);
+            if (a.epi == CUDA_EPI_ADD)
+                x = __fadd_rn(x, a.res[r + rr]);
+            if (lane == 0)
+                m.y[r + rr] = x;
         }
     }
 }

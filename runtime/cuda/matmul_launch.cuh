@@ -188,6 +188,16 @@ static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsign
 
 #define LONG_STAGE_KIB 64 /* launch_step's 2-warp CTAs' stage at most */
 
+/* Whether the 2-warp staged Q8_0 launch takes the persistent piece
+ * kernel (matmul_piece_kernel): with MINFER_MM_PIECES=1, for its first
+ * measurement (BENCHMARKS, forty-first session: built, not yet run on a
+ * GPU); else form 5, one tile a CTA's warp. */
+static inline bool pieces_enabled(void)
+{
+    static std::atomic<long long> m{ -1 };
+    return measured_setting("MINFER_MM_PIECES", 0, 0, 1, &m) != 0;
+}
+
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
@@ -219,7 +229,21 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                 static const bool opted = (cuda_smem_opt_in((const void *)k2, LONG_STAGE_KIB * 1024), true);
                 (void)opted;
                 static std::atomic<long long> paced2{ -1 };
-                const unsigned ctas = (unsigned)((rows / RW + 1) / 2);
+                unsigned ctas = (unsigned)((rows / RW + 1) / 2);
+                if constexpr (T == TYPE_Q8_0)
+                    if (pieces_enabled()) { /* persistent: as many CTAs as the SMs hold */
+                        const auto kp = matmul_piece_kernel<T, K, FIX>;
+                        static const bool opted_p = (cuda_smem_opt_in((const void *)kp, LONG_STAGE_KIB * 1024), true);
+                        (void)opted_p;
+                        static std::atomic<long long> pacedp{ -1 };
+                        const int per_sm = occupancy_per_sm(kp, 2 * 32, 2 * (size_t)b.stage, 4, &pacedp);
+                        const unsigned most = (unsigned)(per_sm * cuda_sm_count());
+                        b.tiles = rows / RW;
+                        ctas = most && most < ctas ? most : ctas;
+                        pace_set(&b, kp, ctas, 2 * 32, 2 * (size_t)b.stage, &pacedp);
+                        launch(kp, dim3(ctas), 2 * 32, 2 * (size_t)b.stage, s, b);
+                        return;
+                    }
                 pace_set(&b, k2, ctas, 2 * 32, 2 * (size_t)b.stage, &paced2);
                 launch(k2, dim3(ctas), 2 * 32, 2 * (size_t)b.stage, s, b);
                 return;
