@@ -51,7 +51,8 @@ struct mm_args {
     uint8_t *q8_out;   /* CUDA_EPI_PAIR: also the product as Q8_1 (rows/32 blocks per column) */
     unsigned stage;    /* a staged launch's shared memory a warp: its rows (then the pair's up rows) */
     int l2_first;      /* l2_first_enabled's setting: 0 to 3 */
-    int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each) */
+    int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each); matmul_piece_kernel's (2 rows) */
+    int pieces;        /* matmul_piece_kernel: the pieces a tile's rows are asked for in, 1 to PIECES_MAX */
     /* a decode pair with q8_out, whose first SPIN_CTAS CTAs form its Q8_1
      * product as its rows come in (pair_spin): the rows go to spin_y
      * (m[0].y: SPIN_EMPTY where none is yet), the f32 product to spin_out */
@@ -646,7 +647,7 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
  * (the 8B Q8_0's down, rows of 12288: 13 KiB), persistent: CTAs of two
  * warps, as many as the SMs hold at once, warp w of CTA c taking tiles of
  * two rows t = 2 c + w, t + 2 gridDim.x, ... Each warp's stage holds its
- * tile's two rows as stored, asked for in PIECES pieces of the row's trips
+ * tile's two rows as stored, asked for in a.pieces pieces of the row's trips
  * (32 groups), a barrier each; once the warp has read piece p, it asks for
  * piece p of its next tile into the same place. Why: a CTA that stages
  * its whole rows asks for nothing while it computes, and in a decode step
@@ -654,23 +655,27 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
  * (its wait), so DRAM idles then, and again in the last wave's compute
  * (the launch's tail). A lane's sum takes the pieces' groups in order:
  * row_sums' bits. */
-#define PIECES 4
+#define PIECES_MAX 8
 
-/* Piece p's bytes of plane f in a stored row of nb blocks of T (row_bytes
- * in all): [*at, *at + return). Boundaries are whole trips (32 blocks), so
- * 16-byte units for Q8_0's planes; the last piece of the last plane takes
- * the row's padding. */
+/* The first group of piece p of n of a row of trips trips (32 groups
+ * each): pieces take whole trips. */
+__device__ static inline int piece_start(int trips, int p, int n) { return 32 * (trips * p / n); }
+
+/* Piece p's bytes (of a.pieces) of plane f in a stored row of nb blocks of
+ * T (row_bytes in all): [*at, *at + return). Boundaries are whole trips
+ * (32 blocks), so 16-byte units for Q8_0's planes; the last piece of the
+ * last plane takes the row's padding. */
 template <int T>
-__device__ static inline unsigned piece_span(int64_t nb, size_t row_bytes, int p, int f, size_t *at)
+__device__ static inline unsigned piece_span(int64_t nb, size_t row_bytes, int p, int n, int f, size_t *at)
 {
     const struct cuda_planes pl = cuda_planes_of((enum tensor_type)T);
-    const int64_t trips = (nb + 31) / 32;
-    const int64_t b0 = 32 * (trips * p / PIECES), b1 = p == PIECES - 1 ? nb : 32 * (trips * (p + 1) / PIECES);
+    const int trips = (int)((nb + 31) / 32);
+    const int64_t b0 = piece_start(trips, p, n), b1 = p == n - 1 ? nb : piece_start(trips, p + 1, n);
     size_t plane = 0;
     for (int i = 0; i < f; i++)
         plane += (size_t)nb * (size_t)pl.size[i];
     *at = plane + (size_t)b0 * (size_t)pl.size[f];
-    const size_t end = p == PIECES - 1 && f == pl.n - 1 ? row_bytes : plane + (size_t)b1 * (size_t)pl.size[f];
+    const size_t end = p == n - 1 && f == pl.n - 1 ? row_bytes : plane + (size_t)b1 * (size_t)pl.size[f];
     return (unsigned)(end - *at);
 }
 
@@ -684,11 +689,11 @@ __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t
     unsigned bytes = 0;
     size_t at;
     for (int f = 0; f < planes; f++)
-        bytes += 2 * piece_span<T>(nb, m.row_bytes, p, f, &at);
+        bytes += 2 * piece_span<T>(nb, m.row_bytes, p, a.pieces, f, &at);
     bulk_expect(bar, bytes);
     for (int rr = 0; rr < 2; rr++)
         for (int f = 0; f < planes; f++) {
-            const unsigned n = piece_span<T>(nb, m.row_bytes, p, f, &at);
+            const unsigned n = piece_span<T>(nb, m.row_bytes, p, a.pieces, f, &at);
             uint8_t *dst = mine + (size_t)rr * m.row_bytes + at;
             const uint8_t *src = m.w + (size_t)(r + rr) * m.row_bytes + at;
             if (n == 0)
@@ -703,7 +708,7 @@ __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t
 template <int T, int K, class FIX>
 __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_args a)
 {
-    __shared__ uint64_t bar[2][PIECES];
+    __shared__ uint64_t bar[2][PIECES_MAX];
     extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a warp: its tile's two rows */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     uint8_t *const mine = staged + (size_t)warp * a.stage;
@@ -714,10 +719,10 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
     stage_pace(a, 2 * (size_t)a.stage);
     const int64_t t0 = 2 * (int64_t)blockIdx.x + warp;
     if (lane == 0) {
-        for (int p = 0; p < PIECES; p++)
+        for (int p = 0; p < a.pieces; p++)
             bulk_init(&bar[warp][p]);
         if (t0 < tiles && find_row<FIX>(a, 2 * t0, &mi, &r))
-            for (int p = 0; p < PIECES; p++)
+            for (int p = 0; p < a.pieces; p++)
                 piece_ask<T>(a, mi, r, nb, p, mine, &bar[warp][p]);
     }
     grid_begin();
@@ -729,10 +734,10 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
         int mn = 0;
         int64_t rn = 0;
         const bool more = t + step < tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn);
-        for (int p = 0; p < PIECES; p++) {
+        for (int p = 0; p < a.pieces; p++) {
             bulk_wait_phase(&bar[warp][p], (unsigned)i & 1);
-            row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, 32 * (trips * p / PIECES),
-                                       p == PIECES - 1 ? 1 << 30 : 32 * (trips * (p + 1) / PIECES));
+            row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, piece_start(trips, p, a.pieces),
+                                       p == a.pieces - 1 ? 1 << 30 : piece_start(trips, p + 1, a.pieces));
             __syncwarp(); /* every lane has read the piece */
             if (lane == 0 && more) {
                 bulk_reuse_fence();

@@ -188,14 +188,15 @@ static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsign
 
 #define LONG_STAGE_KIB 64 /* launch_step's 2-warp CTAs' stage at most */
 
-/* Whether the 2-warp staged Q8_0 launch takes the persistent piece
- * kernel (matmul_piece_kernel): with MINFER_MM_PIECES=1, for its first
- * measurement (BENCHMARKS, forty-first session: built, not yet run on a
- * GPU); else form 5, one tile a CTA's warp. */
-static inline bool pieces_enabled(void)
+/* The pieces a tile's rows are asked for in where the 2-warp staged Q8_0
+ * launch takes the persistent piece kernel (matmul_piece_kernel):
+ * MINFER_MM_PIECES=N (1 to PIECES_MAX), for its first measurements
+ * (BENCHMARKS, forty-first session: built, not yet run on a GPU); 0, the
+ * default: form 5, one tile a CTA's warp. */
+static inline int pieces_count(void)
 {
     static std::atomic<long long> m{ -1 };
-    return measured_setting("MINFER_MM_PIECES", 0, 0, 1, &m) != 0;
+    return (int)measured_setting("MINFER_MM_PIECES", 0, 0, PIECES_MAX, &m);
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its
@@ -231,7 +232,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                 static std::atomic<long long> paced2{ -1 };
                 unsigned ctas = (unsigned)((rows / RW + 1) / 2);
                 if constexpr (T == TYPE_Q8_0)
-                    if (pieces_enabled()) { /* persistent: as many CTAs as the SMs hold */
+                    if ((b.pieces = pieces_count()) != 0) { /* persistent: as many CTAs as the SMs hold */
                         const auto kp = matmul_piece_kernel<T, K, FIX>;
                         static const bool opted_p = (cuda_smem_opt_in((const void *)kp, LONG_STAGE_KIB * 1024), true);
                         (void)opted_p;
