@@ -642,7 +642,6 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
     }
 }
 
-
 /* A decode step's launch of long rows of a planar type of one-block groups
  * (the 8B Q8_0's down, rows of 12288: 13 KiB), persistent: CTAs of two
  * warps, as many as the SMs hold at once, warp w of CTA c taking tiles of
