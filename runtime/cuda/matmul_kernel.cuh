@@ -660,21 +660,19 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
  * each): pieces take whole trips. */
 __device__ static inline int piece_start(int trips, int p, int n) { return 32 * (trips * p / n); }
 
-/* Piece p's bytes (of a.pieces) of plane f in a stored row of nb blocks of
- * T (row_bytes in all): [*at, *at + return). Boundaries are whole trips
- * (32 blocks), so 16-byte units for Q8_0's planes; the last piece of the
- * last plane takes the row's padding. */
+/* Piece p's bytes (of n) of plane f in the stored row at row, of nb
+ * blocks of T (row_bytes in all): [row + *at, row + *at + return).
+ * Boundaries are whole trips (32 blocks), so 16-byte units for Q8_0's
+ * planes; the last piece of the last plane takes the row's padding. */
 template <int T>
-__device__ static inline unsigned piece_span(int64_t nb, size_t row_bytes, int p, int n, int f, size_t *at)
+__device__ static inline unsigned piece_span(const uint8_t *row, int64_t nb, size_t row_bytes, int p, int n, int f,
+                                             size_t *at)
 {
-    const struct cuda_planes pl = cuda_planes_of((enum tensor_type)T);
     const int trips = (int)((nb + 31) / 32);
     const int64_t b0 = piece_start(trips, p, n), b1 = p == n - 1 ? nb : piece_start(trips, p + 1, n);
-    size_t plane = 0;
-    for (int i = 0; i < f; i++)
-        plane += (size_t)nb * (size_t)pl.size[i];
-    *at = plane + (size_t)b0 * (size_t)pl.size[f];
-    const size_t end = p == n - 1 && f == pl.n - 1 ? row_bytes : plane + (size_t)b1 * (size_t)pl.size[f];
+    *at = (size_t)(field<T>(row, nb, b0, f) - row);
+    const size_t end = p == n - 1 && f == cuda_planes_of((enum tensor_type)T).n - 1 ? row_bytes
+                                                                                      : (size_t)(field<T>(row, nb, b1, f) - row);
     return (unsigned)(end - *at);
 }
 
@@ -688,11 +686,11 @@ __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t
     unsigned bytes = 0;
     size_t at;
     for (int f = 0; f < planes; f++)
-        bytes += 2 * piece_span<T>(nb, m.row_bytes, p, a.pieces, f, &at);
+        bytes += 2 * piece_span<T>(m.w, nb, m.row_bytes, p, a.pieces, f, &at);
     bulk_expect(bar, bytes);
     for (int rr = 0; rr < 2; rr++)
         for (int f = 0; f < planes; f++) {
-            const unsigned n = piece_span<T>(nb, m.row_bytes, p, a.pieces, f, &at);
+            const unsigned n = piece_span<T>(m.w, nb, m.row_bytes, p, a.pieces, f, &at);
             uint8_t *dst = mine + (size_t)rr * m.row_bytes + at;
             const uint8_t *src = m.w + (size_t)(r + rr) * m.row_bytes + at;
             if (n == 0)

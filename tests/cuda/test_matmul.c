@@ -430,8 +430,8 @@ void test_matmul_matches_the_reference(void)
     if (!matmul_case(TYPE_Q8_0, 12288, 2050, 1, &worst))
         return;
     printf("    Q8_0 rows of 12288 (two warps staged, 52 KiB a CTA, the last CTA half full): bit-equal as well\n");
-    /* and 2049 row pairs, more than the 1056 warps of MINFER_MM_PIECES=1's
-     * persistent launch on 132 SMs: most warps take a second tile, its
+    /* and 2049 row pairs, more than the 1056 warps of the piece kernel's
+     * persistent launch (MINFER_MM_PIECES) on 132 SMs: most warps take a second tile, its
      * pieces asked for again into the stage the first one's were read from */
     if (!matmul_case(TYPE_Q8_0, 12288, 4098, 1, &worst))
         return;
