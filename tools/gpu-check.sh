@@ -16,13 +16,14 @@
 #             on the warm machine; build/minfer-qwen3-8b, 13 MB more, only
 #             in a call without the tests' binary)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models), under TESTS_TIMEOUT s (300),
-#           and its decode matmuls' test again with MINFER_MM_PIECES=1, 4 and 8 (a kernel off by default);
+#           and its decode matmuls' test again with MINFER_MM_PIECES=0 and 4 (form 5, and the piece
+#           kernel in pieces: measurement switches);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
 #           on one of Q8_0 weights (its pair's Q8_1 product by polling CTAs),
 #           racecheck on the argmax kernel's test, memcheck and racecheck on the attention kernels' test,
-#           memcheck on the decode matmuls' test (the 8B Q8_0 down's 2-warp staged form; again
-#           with MINFER_MM_PIECES=4, its piece kernel),
+#           memcheck on the decode matmuls' test (the 8B Q8_0 down's persistent 2-warp staged form; again
+#           with MINFER_MM_PIECES=4, in pieces),
 #           and memcheck on a Gemma 3 270M-shaped one past its window and on
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table, the small kernels' table
@@ -136,9 +137,9 @@ if want tests; then
     rc=${PIPESTATUS[0]}
     if [ "$rc" = 124 ]; then row "CUDA tests" "TIMED OUT after ${TESTS_TIMEOUT:-300} s: $(tail -1 "$out/cuda-tests.txt")"
     else row "CUDA tests" "$(tail -1 "$out/cuda-tests.txt")"; fi
-    # the 8B Q8_0 down's piece kernel, off by default until measured (matmul_launch.cuh: pieces_count):
-    # the decode matmuls' test with it (its Q8_0 rows of 12288 take it), in 1, 4 and 8 pieces a tile
-    for pieces in 1 4 8; do
+    # the 8B Q8_0 down's launch under its measurement switch (matmul_launch.cuh: pieces_count):
+    # the decode matmuls' test (its Q8_0 rows of 12288 take it) as form 5 and in 4 pieces a tile
+    for pieces in 0 4; do
         (cd build && MINFER_MM_PIECES=$pieces timeout 120 ./minfer-cuda-tests matmul_matches) >"$tmp/cuda-tests-pieces.txt" 2>&1
         { echo "== MINFER_MM_PIECES=$pieces matmul_matches (rc=$?)"; tail -4 "$tmp/cuda-tests-pieces.txt"; } >>"$out/cuda-tests.txt"
         row "CUDA matmul test, MINFER_MM_PIECES=$pieces" "$(tail -1 "$tmp/cuda-tests-pieces.txt")"
@@ -196,8 +197,8 @@ if want sanitize; then
             row "compute-sanitizer $tool (${pair#*:})" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
         done
     done
-    # the decode matmuls' test under memcheck: its Q8_0 rows of 12288 take launch_step's 2-warp staged CTAs
-    # (52 KiB opted in), which no 0.5B shape reaches
+    # the decode matmuls' test under memcheck: its Q8_0 rows of 12288 take launch_step's persistent 2-warp
+    # staged CTAs (52 KiB opted in), which no 0.5B shape reaches
     (cd build && timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 ./minfer-cuda-tests matmul_matches) \
         >"$tmp/sanitize-test.txt" 2>&1
     rc=$?

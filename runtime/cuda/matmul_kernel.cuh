@@ -648,12 +648,13 @@ __global__ void __launch_bounds__(4 * TW * 32, 2) matmul_team_kernel(const struc
  * two rows t = 2 c + w, t + 2 gridDim.x, ... Each warp's stage holds its
  * tile's two rows as stored, asked for in a.pieces pieces of the row's trips
  * (32 groups), a barrier each; once the warp has read piece p, it asks for
- * piece p of its next tile into the same place. Why: a CTA that stages
- * its whole rows asks for nothing while it computes, and in a decode step
- * all of the first wave computes at once, when the launch before ends
- * (its wait), so DRAM idles then, and again in the last wave's compute
- * (the launch's tail). A lane's sum takes the pieces' groups in order:
- * row_sums' bits. */
+ * piece p of its next tile into the same place. Why: a launch of one tile
+ * a warp (form 5, 1024 CTAs) asks for its second wave's rows only as its
+ * first wave's CTAs exit. Measured (tg128 8B Q8_0, H200): one piece
+ * x1.012, the default; the pieces, meant to keep rows coming during a
+ * tile's compute, lose (4 x0.954, 8 x0.846: BENCHMARKS, forty-second
+ * session). A lane's sum takes the pieces' groups in order: row_sums'
+ * bits. */
 #define PIECES_MAX 8
 
 /* The first group of piece p of n of a row of trips trips (32 groups

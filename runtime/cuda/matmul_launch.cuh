@@ -189,14 +189,15 @@ static inline void pace_set(struct mm_args *b, void (*k)(struct mm_args), unsign
 #define LONG_STAGE_KIB 64 /* launch_step's 2-warp CTAs' stage at most */
 
 /* The pieces a tile's rows are asked for in where the 2-warp staged Q8_0
- * launch takes the persistent piece kernel (matmul_piece_kernel):
- * MINFER_MM_PIECES=N (1 to PIECES_MAX), for its first measurements
- * (BENCHMARKS, forty-first session: built, not yet run on a GPU); 0, the
- * default: form 5, one tile a CTA's warp. */
+ * launch takes the persistent piece kernel (matmul_piece_kernel): 1, the
+ * default (tg128 8B Q8_0 x1.012 on an H200, 387.0 against form 5's
+ * 382.5); MINFER_MM_PIECES=N (for measurements): 0 form 5, one tile a
+ * CTA's warp; 2 to PIECES_MAX more pieces (4 lost, x0.954; 8, x0.846;
+ * BENCHMARKS, forty-second session). */
 static inline int pieces_count(void)
 {
     static std::atomic<long long> m{ -1 };
-    return (int)measured_setting("MINFER_MM_PIECES", 0, 0, PIECES_MAX, &m);
+    return (int)measured_setting("MINFER_MM_PIECES", 1, 0, PIECES_MAX, &m);
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its

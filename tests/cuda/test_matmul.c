@@ -425,17 +425,19 @@ void test_matmul_matches_the_reference(void)
     if (!matmul_case(TYPE_Q6_K, 12288, 3170, 1, &worst) || !matmul_case(TYPE_Q5_K, 12288, 3170, 1, &worst))
         return;
     printf("    Q6_K, Q5_K rows of 12288 (the loop launch, two warps a row): bit-equal as well\n");
-    /* Q8_0 rows of 12288 (the 8B's down): two warps of two rows a CTA,
-     * staged past 48 KiB; 1025 row pairs, so the last CTA is half full */
+    /* Q8_0 rows of 12288 (the 8B's down): the persistent piece kernel,
+     * two warps of two rows a CTA, staged past 48 KiB; 1025 row pairs,
+     * fewer than its 1056 warps on 132 SMs, so the last CTA is half full
+     * (and with MINFER_MM_PIECES=0, form 5's last CTA) */
     if (!matmul_case(TYPE_Q8_0, 12288, 2050, 1, &worst))
         return;
     printf("    Q8_0 rows of 12288 (two warps staged, 52 KiB a CTA, the last CTA half full): bit-equal as well\n");
-    /* and 2049 row pairs, more than the 1056 warps of the piece kernel's
-     * persistent launch (MINFER_MM_PIECES) on 132 SMs: most warps take a second tile, its
-     * pieces asked for again into the stage the first one's were read from */
+    /* and 2049 row pairs: most of the piece kernel's warps take a second
+     * tile, its pieces asked for again into the stage the first one's
+     * were read from */
     if (!matmul_case(TYPE_Q8_0, 12288, 4098, 1, &worst))
         return;
-    printf("    Q8_0 rows of 12288, 4098 rows (a second tile a warp where the piece kernel runs): bit-equal as well\n");
+    printf("    Q8_0 rows of 12288, 4098 rows (a second tile a warp): bit-equal as well\n");
     static const enum tensor_type qkv8b[3] = { TYPE_Q4_K, TYPE_Q4_K, TYPE_Q6_K }, qkv05[3] = { TYPE_Q5_0, TYPE_Q6_K, TYPE_F16 };
     static const int64_t rows8b[3] = { 4096, 1024, 1024 }, rows05[3] = { 96, 32, 64 };
     /* Qwen2.5-0.5B's Q4_K_M mix (Q5_0 Q and K, Q8_0 or Q6_K V; and an F16
