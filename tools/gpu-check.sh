@@ -70,7 +70,9 @@
 #           hit rates, stall reasons (profile-attention.txt).
 # Prints a short table last: each check, and for each model tg128 and pp512
 # in tokens/s with tg128 as a fraction of the floor (weight bytes read per
-# token / the copy bandwidth measured in the same run).
+# token / the copy bandwidth measured in the same run), and the seconds each
+# stage took; summary.md holds it as it grows, so a call cut short by its
+# time limit still brings back the rows it reached.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -108,7 +110,18 @@ tmp=/tmp/gpu-check-scratch
 mkdir -p "$out" "$tmp" /tmp/gpu-models
 : >"$out/runs.jsonl"
 rows=()
-row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); }
+times="" t_mark=$SECONDS
+# the short table, written again with every row, so that a call cut by its time limit still brings it back
+summary() {
+    {
+        printf '| %-44s | %-52s |\n' "check" "result"
+        printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..54})"
+        printf '%s\n' "${rows[@]}"
+        [ -z "$times" ] || printf '| %-44s | %-52s |\n' "seconds a stage" "$times"
+    } >"$out/summary.md"
+}
+row() { rows+=("$(printf '| %-44s | %-52s |' "$1" "$2")"); summary; }
+took() { times+="${times:+, }$1 $((SECONDS - t_mark))"; t_mark=$SECONDS; summary; } # a stage's seconds, at its end
 # a sanitizer run's row: its summary line, FAILED where the run itself did not end cleanly (a tool's clean
 # summary of a run that died is no pass)
 sanitized() {
@@ -144,6 +157,7 @@ if want tests; then
         { echo "== MINFER_MM_PIECES=$pieces matmul_matches (rc=$?)"; tail -4 "$tmp/cuda-tests-pieces.txt"; } >>"$out/cuda-tests.txt"
         row "CUDA matmul test, MINFER_MM_PIECES=$pieces" "$(tail -1 "$tmp/cuda-tests-pieces.txt")"
     done
+    took tests
 fi
 
 if want sanitize; then
@@ -209,6 +223,7 @@ if want sanitize; then
     rc=$?
     { echo "== memcheck decode matmul kernel test, MINFER_MM_PIECES=4 (rc=$rc)"; tail -6 "$tmp/sanitize-test.txt"; } >>"$out/sanitize.txt"
     row "compute-sanitizer memcheck (matmul test, pieces)" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
+    took sanitize
 fi
 
 keep() { # label, a bench's JSON file: one line of $out/runs.jsonl (every run's results, one file back)
@@ -254,6 +269,7 @@ if want bench || want big || want profile; then
              v[1], v[0], v[2], v[3], v[5], v[4], v[6], v[7]}' "$tmp/prompt-mm.txt")"
     bw=$(sed -n 's/.*copy: \([0-9]*\) GB\/s.*/\1/p' "$out/gpu-bench.txt")
     row "copy bandwidth (read + write)" "$bw GB/s"
+    took gpu-bench
 fi
 
 if want bench || want big; then
@@ -289,6 +305,7 @@ if want bench || want big; then
     want bench && specialized qwen2.5-0.5b q4_k_m
     # the 8B's (--build-only makes it for Q8_0), where carried: 13 MB stripped, so not beside the tests' binary
     want big && [ -x build/minfer-qwen3-8b ] && specialized qwen3-8b q8_0
+    took models
 fi
 
 if want ab; then # other builds against this one, in turns
@@ -352,6 +369,7 @@ PY
 )"
         done
     done
+    took ab
 fi
 
 if want long; then # decode after a long context: the attention's share grows with it
@@ -372,6 +390,7 @@ PY
 )"
         done
     done
+    took long
 fi
 
 if want timeline; then # one replayed decode step's launches as they overlap (a measuring build: tools/timeline.py)
@@ -396,6 +415,7 @@ if want timeline; then # one replayed decode step's launches as they overlap (a 
         done
     done
     tar -C "$tmp" -czf "$out/timeline.tar.gz" timeline # the records themselves
+    took timeline
 fi
 
 if want profile; then # one decode step's kernels under ncu (no graphs: ncu times each launch)
@@ -445,11 +465,9 @@ if want profile; then # one decode step's kernels under ncu (no graphs: ncu time
         } >>"$out/profile-matmuls.txt"
         row "qwen3-8b-q8_0 decode matmuls under ncu" "$(grep -cE '^ *(void )?matmul_(loop_|team_)?kernel' "$out/profile-matmuls.txt") launches: profile-matmuls.txt"
     fi
+    took profile
 fi
 
 echo
-{
-    printf '| %-44s | %-52s |\n' "check" "result"
-    printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..54})"
-    printf '%s\n' "${rows[@]}"
-} | tee "$out/summary.md"
+summary
+cat "$out/summary.md"
