@@ -200,6 +200,14 @@ static inline int pieces_count(void)
     return (int)measured_setting("MINFER_MM_PIECES", 1, 0, PIECES_MAX, &m);
 }
 
+/* MINFER_MM_PERSIST=1: the piece kernel's launch takes its simplified
+ * form (matmul_persist_kernel), for its first measurements. */
+static inline bool persist_enabled(void)
+{
+    static std::atomic<long long> m{ -1 };
+    return measured_setting("MINFER_MM_PERSIST", 0, 0, 1, &m) != 0;
+}
+
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
@@ -234,15 +242,19 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                 unsigned ctas = (unsigned)((rows / RW + 1) / 2);
                 if constexpr (T == TYPE_Q8_0)
                     if ((b.pieces = pieces_count()) != 0) { /* persistent: as many CTAs as the SMs hold */
-                        const auto kp = matmul_piece_kernel<T, K, FIX>;
-                        static const bool opted_p = (cuda_smem_opt_in((const void *)kp, LONG_STAGE_KIB * 1024), true);
+                        const bool simple = persist_enabled();
+                        const auto kp = simple ? matmul_persist_kernel<T, K, FIX> : matmul_piece_kernel<T, K, FIX>;
+                        static const bool opted_p =
+                            (cuda_smem_opt_in((const void *)matmul_piece_kernel<T, K, FIX>, LONG_STAGE_KIB * 1024),
+                             cuda_smem_opt_in((const void *)matmul_persist_kernel<T, K, FIX>, LONG_STAGE_KIB * 1024), true);
                         (void)opted_p;
-                        static std::atomic<long long> pacedp{ -1 };
-                        const int per_sm = occupancy_per_sm(kp, 2 * 32, 2 * (size_t)b.stage, 4, &pacedp);
+                        static std::atomic<long long> pacedp{ -1 }, paceds{ -1 };
+                        std::atomic<long long> *memo = simple ? &paceds : &pacedp;
+                        const int per_sm = occupancy_per_sm(kp, 2 * 32, 2 * (size_t)b.stage, 4, memo);
                         const unsigned most = (unsigned)(per_sm * cuda_sm_count());
                         b.tiles = rows / RW;
                         ctas = most && most < ctas ? most : ctas;
-                        pace_set(&b, kp, ctas, 2 * 32, 2 * (size_t)b.stage, &pacedp);
+                        pace_set(&b, kp, ctas, 2 * 32, 2 * (size_t)b.stage, memo);
                         launch(kp, dim3(ctas), 2 * 32, 2 * (size_t)b.stage, s, b);
                         return;
                     }
