@@ -850,4 +850,54 @@ __global__ void __launch_bounds__(2 * 32) matmul_persist_kernel(const struct mm_
     }
 }
 
+/* matmul_persist_kernel as one CTA an SM of up to PX_WARPS warps that
+ * also copies the input column (the down's 13.5 KiB of Q8_1) into shared
+ * memory once, after its grid dependency wait, so that each trip's
+ * activation reads are nine conflict-free shared loads (a lane's block is
+ * 9 words, so lanes fall in distinct banks) instead of nine global loads
+ * of 32 sectors each (MINFER_MM_PERSIST=2, off by default until
+ * measured: BENCHMARKS, forty-third session). Warp w of CTA c takes
+ * tiles c W + w, + W gridDim.x, ...; the sums are rows_out's: the same
+ * bits. */
+#define PX_WARPS 8
+template <int T, int K, class FIX>
+__global__ void __launch_bounds__(PX_WARPS * 32, 1) matmul_persist_x_kernel(const struct mm_args a)
+{
+    __shared__ uint64_t bar[PX_WARPS + 1]; /* each warp's tile, then the input column */
+    extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a warp, then the column */
+    const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t k = K > 0 ? K : a.k, step = (int64_t)warps * gridDim.x, t0 = (int64_t)blockIdx.x * warps + warp;
+    uint8_t *const mine = staged + (size_t)warp * a.stage, *const xs = staged + (size_t)warps * a.stage;
+    int mi;
+    int64_t r;
+    stage_pace(a, (size_t)warps * a.stage);
+    if (lane == 0) {
+        bulk_init(&bar[warp]);
+        if (t0 < a.tiles && find_row<FIX>(a, 2 * t0, &mi, &r))
+            stage_ask<T, 2, false>(a, mi, r, mine, &bar[warp]);
+    }
+    if (threadIdx.x == 0)
+        bulk_init(&bar[PX_WARPS]);
+    grid_begin();
+    __syncthreads(); /* the barriers are armed */
+    if (threadIdx.x == 0) {
+        const unsigned x_bytes = (unsigned)(k / QK8 * 36);
+        bulk_expect(&bar[PX_WARPS], x_bytes);
+        bulk_copy(xs, a.xq, x_bytes, &bar[PX_WARPS]);
+    }
+    bulk_wait(&bar[PX_WARPS]);
+    for (int64_t i = 0, t = t0; t < a.tiles && find_row<FIX>(a, 2 * t, &mi, &r); i++, t += step) {
+        bulk_wait_phase(&bar[warp], (unsigned)i & 1);
+        float v[1];
+        rows_out<T, 1, K, 2, false, false, FIX>(a, mi, r, mine, nullptr, xs, a.xf, 0, 1, v);
+        __syncwarp(); /* every lane has read the tile */
+        int mn;
+        int64_t rn;
+        if (lane == 0 && t + step < a.tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn)) {
+            bulk_reuse_fence();
+            stage_ask<T, 2, false>(a, mn, rn, mine, &bar[warp]);
+        }
+    }
+}
+
 #endif
