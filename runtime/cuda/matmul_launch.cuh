@@ -222,7 +222,8 @@ static bool launch_persist_x(struct mm_args b, int64_t rows, cudaStream_t s)
     const size_t fit = (room - 2048 - x_bytes) / b.stage; /* 1 KiB an SM and 1 KiB a CTA the system's */
     const int warps = fit < PX_WARPS ? (int)fit : PX_WARPS;
     const size_t smem = (size_t)warps * b.stage + x_bytes;
-    static const bool opted = (cuda_smem_opt_in((const void *)matmul_persist_x_kernel<T, K, FIX>, room - 1024), true);
+    /* (the opt-in's limit is a CTA's whole shared memory less the kernel's static bytes) */
+    static const bool opted = (cuda_smem_opt_in((const void *)matmul_persist_x_kernel<T, K, FIX>, room - 2048), true);
     (void)opted;
     static std::atomic<long long> paced{ -1 };
     b.tiles = rows / 2;
