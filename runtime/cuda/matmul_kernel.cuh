@@ -348,39 +348,6 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
     }
 }
 
-#ifdef MINFER_CTA_COPY
-/* A measuring build's staging (tools/build-variant.sh cta
- * runtime/cuda/matmul.cu -DMINFER_CTA_COPY; BENCHMARKS, forty-second
- * session): thread 0 asks for all of its CTA's rows, from row r of set
- * mi, in one copy a set (a pair: one for the gate rows, one for the up
- * rows, after all the gate rows), under one barrier, where each warp
- * asks for its own; warp w's rows are then at w RW row_bytes (its up rows
- * WARPS RW row_bytes further). For sets of one row length (the 8B's). */
-template <int WARPS, int RW, bool PAIR, class FIX>
-__device__ static inline void cta_ask(const struct mm_args &a, int mi, int64_t r, uint8_t *staged, uint64_t *bar)
-{
-    const int n_w = is_pair<PAIR>(a) ? 2 : 1, last = n_w == 2 ? mi + 1 : sets_of<FIX>(a);
-    for (int pass = 0; pass < 2; pass++) { /* the bytes expected, then the copies */
-        int64_t left = (int64_t)WARPS * RW;
-        unsigned at = 0;
-        for (int m = mi; m < last && left > 0; m++) {
-            const int64_t from = m == mi ? r : 0, rows = left < rows_of<FIX>(a, m) - from ? left : rows_of<FIX>(a, m) - from;
-            for (int p = 0; p < n_w; p++) {
-                const unsigned n = (unsigned)(rows * (int64_t)a.m[m + p].row_bytes);
-                const unsigned dst = p == 0 ? at : (unsigned)(WARPS * RW) * (unsigned)a.m[mi].row_bytes;
-                if (pass == 1)
-                    bulk_copy_hinted(staged + dst, a.m[m + p].w + (size_t)from * a.m[m + p].row_bytes, n, bar,
-                                     l2_evict_first());
-                at += p == 0 ? n : 0;
-            }
-            left -= rows;
-        }
-        if (pass == 0)
-            bulk_expect(bar, at + (n_w == 2 ? (unsigned)(at / a.m[mi].row_bytes) * (unsigned)a.m[mi + 1].row_bytes : 0));
-    }
-}
-#endif
-
 /* A staged decode launch's CTA b < pace_ctas (those the SMs hold at
  * once), before it asks for its rows or passes its grid dependency wait
  * (so before it lets the next launch in), waits b * bytes / pace_rate ns
@@ -510,18 +477,10 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
     uint8_t *mine = staged + (size_t)warp * a.stage;
     if (STAGE && NC == 1)
         stage_pace(a, (size_t)WARPS * a.stage);
-#ifdef MINFER_CTA_COPY
-    if (STAGE && live && threadIdx.x == 0) {
-        bulk_init(&staged_bar[0]);
-        cta_ask<WARPS, RW, PAIR, FIX>(a, mi, r, staged, &staged_bar[0]);
-    }
-#else
     if (STAGE && live && lane == 0) { /* the weights are read-only: in flight while the kernel before still runs */
         bulk_init(&staged_bar[warp]);
         stage_ask<T, RW, PAIR>(a, mi, r, mine, &staged_bar[warp]);
-    }
-#endif
-    else if (!STAGE && live && blockIdx.y == 0) {
+    } else if (!STAGE && live && blockIdx.y == 0) {
         for (int p = 0; p < (is_pair<PAIR>(a) ? 2 : 1); p++) {
             const uint8_t *src = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
             const size_t n = (size_t)(RW < a.m[mi].n - r ? RW : a.m[mi].n - r) * a.m[mi + p].row_bytes;
@@ -532,26 +491,12 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
         }
     }
     grid_begin();
-#ifdef MINFER_CTA_COPY
-    if (STAGE)
-        __syncthreads(); /* thread 0 armed the barrier */
-#endif
     const int64_t k = K > 0 ? K : a.k;
     const uint8_t *xq = a.xq + (size_t)c0 * (size_t)(k / QK8) * 36;
     const float *xf = a.xf + (size_t)c0 * (size_t)k;
     float v[NC];
     if (live) {
         const struct mm_mat &m = a.m[mi];
-#ifdef MINFER_CTA_COPY
-        if (STAGE)
-            bulk_wait(&staged_bar[0]);
-        (void)mine;
-        const uint8_t *const w0 = STAGE ? staged + (size_t)warp * RW * m.row_bytes : m.w + (size_t)r * m.row_bytes;
-        const uint8_t *const up =
-            !is_pair<PAIR>(a) ? nullptr
-            : STAGE ? staged + (size_t)WARPS * RW * m.row_bytes + (size_t)warp * RW * a.m[1].row_bytes
-                    : a.m[1].w + (size_t)r * a.m[1].row_bytes;
-#else
         if (STAGE) {
             __syncwarp(); /* lane 0 armed the barrier */
             bulk_wait(&staged_bar[warp]);
@@ -561,7 +506,6 @@ __global__ void __launch_bounds__(WARPS * 32, FULL ? 8 : 1) matmul_kernel(const 
         const uint8_t *const up = !is_pair<PAIR>(a) ? nullptr
                                   : STAGE              ? mine + RW * m.row_bytes
                                                        : a.m[1].w + (size_t)r * a.m[1].row_bytes;
-#endif
         rows_out<T, NC, K, RW, Q8, PAIR, FIX>(a, mi, r, w0, up, xq, xf, c0, nc, v);
     }
     timeline_mark(TIMELINE_DONE);
