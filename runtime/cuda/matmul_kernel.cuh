@@ -812,19 +812,20 @@ __global__ void __launch_bounds__(2 * 32) matmul_persist_kernel(const struct mm_
 }
 
 /* matmul_persist_kernel as one CTA an SM of up to PX_WARPS warps that
- * also copies the input column (the down's 13.5 KiB of Q8_1) into shared
+ * also loads the input column (the down's 13.5 KiB of Q8_1) into shared
  * memory once, after its grid dependency wait, so that each trip's
  * activation reads are nine conflict-free shared loads (a lane's block is
  * 9 words, so lanes fall in distinct banks) instead of nine global loads
- * of 32 sectors each (MINFER_MM_PERSIST=2, off by default until
- * measured: BENCHMARKS, forty-third session). Warp w of CTA c takes
+ * of 32 sectors each (MINFER_MM_PERSIST=2, off by default: with the
+ * column by a bulk copy it lost on an H100, x0.972; this form is not
+ * yet measured: BENCHMARKS, forty-third session). Warp w of CTA c takes
  * tiles c W + w, + W gridDim.x, ...; the sums are rows_out's: the same
  * bits. */
 #define PX_WARPS 8
 template <int T, int K, class FIX>
 __global__ void __launch_bounds__(PX_WARPS * 32, 1) matmul_persist_x_kernel(const struct mm_args a)
 {
-    __shared__ uint64_t bar[PX_WARPS + 1]; /* each warp's tile, then the input column */
+    __shared__ uint64_t bar[PX_WARPS]; /* each warp's tile */
     extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a warp, then the column */
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t k = K > 0 ? K : a.k, step = (int64_t)warps * gridDim.x, t0 = (int64_t)blockIdx.x * warps + warp;
@@ -837,16 +838,13 @@ __global__ void __launch_bounds__(PX_WARPS * 32, 1) matmul_persist_x_kernel(cons
         if (t0 < a.tiles && find_row<FIX>(a, 2 * t0, &mi, &r))
             stage_ask<T, 2, false>(a, mi, r, mine, &bar[warp]);
     }
-    if (threadIdx.x == 0)
-        bulk_init(&bar[PX_WARPS]);
     grid_begin();
-    __syncthreads(); /* the barriers are armed */
-    if (threadIdx.x == 0) {
-        const unsigned x_bytes = (unsigned)(k / QK8 * 36);
-        bulk_expect(&bar[PX_WARPS], x_bytes);
-        bulk_copy(xs, a.xq, x_bytes, &bar[PX_WARPS]);
-    }
-    bulk_wait(&bar[PX_WARPS]);
+    /* the column by the CTA's own loads, not a bulk copy: the copy unit
+     * would take it only after the warps' first tiles, 209 KiB asked for
+     * before it (GEMV down alone 22.2 us against 19.7, H100) */
+    for (int64_t i = threadIdx.x; i < k / QK8 * 36 / 16; i += blockDim.x)
+        ((uint4 *)xs)[i] = ((const uint4 *)a.xq)[i];
+    __syncthreads(); /* the column is in */
     persist_tiles<T, K, FIX>(a, t0, step, mine, &bar[warp], xs);
 }
 
