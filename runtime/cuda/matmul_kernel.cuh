@@ -811,6 +811,83 @@ __global__ void __launch_bounds__(2 * 32) matmul_persist_kernel(const struct mm_
     persist_tiles<T, K, FIX>(a, t0, step, mine, &bar[warp], a.xq);
 }
 
+/* matmul_persist_kernel with each tile taken by a team of two warps
+ * (MINFER_MM_PERSIST=3, off by default, not yet run on a GPU:
+ * BENCHMARKS, forty-third session): CTAs of two teams, team u of CTA c
+ * taking tiles 2 c + u, + 2 gridDim.x, ... The first warp sums the
+ * tile's first (trips + 1) / 2 trips as row_sums does, the second stores
+ * its later trips' block terms in shared memory, and after the team's
+ * barrier the first adds them in order and finishes the rows as
+ * rows_out does: the same bits. Why: on the H200 a warp's 2-row tile of
+ * the down is 3.4 us of work, the last wave's tail; a team halves it and
+ * gives an SM 16 warps to compute with, the stages unchanged. */
+template <int T, int K, class FIX>
+__global__ void __launch_bounds__(4 * 32) matmul_persist_team_kernel(const struct mm_args a)
+{
+    static_assert(group_blocks<T>() == 1, "a persistent team: types of one-block groups");
+    __shared__ uint64_t bar[2];
+    extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a team, then each team's terms */
+    const int warp = threadIdx.x / 32 % 2, team = threadIdx.x / 64, lane = threadIdx.x % 32;
+    const int64_t k = K > 0 ? K : a.k, step = 2 * (int64_t)gridDim.x, t0 = 2 * (int64_t)blockIdx.x + team;
+    const int groups = (int)(k / QK8), trips = (groups + 31) / 32, first = (trips + 1) / 2, later = trips - first;
+    uint8_t *const mine = staged + (size_t)team * a.stage;
+    float *const terms = (float *)(staged + 2 * (size_t)a.stage) + (size_t)team * 2 * later * 32; /* [row][trip][lane] */
+    int mi;
+    int64_t r;
+    stage_pace(a, 2 * (size_t)a.stage);
+    if (warp == 0 && lane == 0) {
+        bulk_init(&bar[team]);
+        if (t0 < a.tiles && find_row<FIX>(a, 2 * t0, &mi, &r))
+            stage_ask<T, 2, false>(a, mi, r, mine, &bar[team]);
+    }
+    grid_begin();
+    __syncthreads(); /* the barriers are armed */
+    for (int64_t i = 0, t = t0; t < a.tiles && find_row<FIX>(a, 2 * t, &mi, &r); i++, t += step) {
+        const struct mm_mat &m = a.m[mi];
+        const uint8_t *const rows[2] = { mine, mine + m.row_bytes };
+        float sums[2][1] = { { 0.0f }, { 0.0f } };
+        bulk_wait_phase(&bar[team], (unsigned)i & 1);
+        if (warp == 0) {
+            row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, 0, 32 * first);
+        } else {
+            for (int j = 0; j < later; j++) {
+                const int g = 32 * (first + j) + lane;
+                if (g < groups) {
+                    struct q8_1_block x[1];
+                    group_x<T>(a.xq, g, x);
+#pragma unroll
+                    for (int rr = 0; rr < 2; rr++)
+                        group_terms<T, K>(rows[rr], a.k, g, x, &terms[(rr * later + j) * 32 + lane]);
+                }
+            }
+        }
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(64) : "memory"); /* the terms are in, the stage read */
+        if (warp == 1)
+            continue;
+        for (int j = 0; j < later; j++)
+            if (32 * (first + j) + lane < groups)
+#pragma unroll
+                for (int rr = 0; rr < 2; rr++)
+                    sums[rr][0] = __fadd_rn(sums[rr][0], terms[(rr * later + j) * 32 + lane]);
+        int mn; /* the terms are read: the second warp writes the next tile's only once its rows are in */
+        int64_t rn;
+        if (lane == 0 && t + step < a.tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn)) {
+            bulk_reuse_fence();
+            stage_ask<T, 2, false>(a, mn, rn, mine, &bar[team]);
+        }
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) { /* rows_out's order: the sum, its bias, the residual */
+            float x = warp_sum(sums[rr][0]);
+            if (m.bias)
+                x = __fadd_rn(x, m.bias[r + rr]);
+            if (a.epi == CUDA_EPI_ADD)
+                x = __fadd_rn(x, a.res[r + rr]);
+            if (lane == 0)
+                m.y[r + rr] = x;
+        }
+    }
+}
+
 /* matmul_persist_kernel as one CTA an SM of up to PX_WARPS warps that
  * also loads the input column (the down's 13.5 KiB of Q8_1) into shared
  * memory once, after its grid dependency wait, so that each trip's

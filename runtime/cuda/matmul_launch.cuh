@@ -202,12 +202,36 @@ static inline int pieces_count(void)
 
 /* MINFER_MM_PERSIST=1: the piece kernel's launch takes its simplified
  * form (matmul_persist_kernel); 2: one CTA an SM with the input column in
- * shared memory (matmul_persist_x_kernel, launch_persist_x); for their
- * first measurements. */
+ * shared memory (matmul_persist_x_kernel, launch_persist_x); 3: a team of
+ * two warps a tile (matmul_persist_team_kernel, launch_persist_team); for
+ * their first measurements. */
 static inline int persist_form(void)
 {
     static std::atomic<long long> m{ -1 };
-    return (int)measured_setting("MINFER_MM_PERSIST", 0, 0, 2, &m);
+    return (int)measured_setting("MINFER_MM_PERSIST", 0, 0, 3, &m);
+}
+
+/* matmul_persist_team_kernel's launch of b (b.stage: a team's two rows)
+ * for rows rows, as many CTAs as the SMs hold; false where a CTA's stages
+ * and terms pass LONG_STAGE_KIB. */
+template <int T, int K, class FIX>
+static bool launch_persist_team(struct mm_args b, int64_t rows, cudaStream_t s)
+{
+    const auto kt = matmul_persist_team_kernel<T, K, FIX>;
+    const int64_t trips = (b.k / QK8 + 31) / 32, later = trips - (trips + 1) / 2;
+    const size_t smem = 2 * (size_t)b.stage + (size_t)(2 * 2 * later * 32) * sizeof(float);
+    if (smem > LONG_STAGE_KIB * 1024)
+        return false;
+    static const bool opted = (cuda_smem_opt_in((const void *)kt, LONG_STAGE_KIB * 1024), true);
+    (void)opted;
+    static std::atomic<long long> memo{ -1 };
+    const int64_t most = (int64_t)occupancy_per_sm(kt, 4 * 32, smem, 4, &memo) * cuda_sm_count();
+    b.tiles = rows / 2;
+    const int64_t need = (b.tiles + 1) / 2;
+    const unsigned ctas = (unsigned)(most && most < need ? most : need);
+    pace_set(&b, kt, ctas, 4 * 32, smem, &memo);
+    launch(kt, dim3(ctas), 4 * 32, smem, s, b);
+    return true;
 }
 
 /* matmul_persist_x_kernel's launch of b (b.stage: a warp's two rows) for
@@ -269,6 +293,8 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                 if constexpr (T == TYPE_Q8_0)
                     if ((b.pieces = pieces_count()) != 0) { /* persistent: as many CTAs as the SMs hold */
                         if (persist_form() == 2 && launch_persist_x<T, K, FIX>(b, rows, s))
+                            return;
+                        if (persist_form() == 3 && launch_persist_team<T, K, FIX>(b, rows, s))
                             return;
                         const bool simple = persist_form() == 1;
                         const auto kp = simple ? matmul_persist_kernel<T, K, FIX> : matmul_piece_kernel<T, K, FIX>;
