@@ -707,6 +707,23 @@ __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t
         }
 }
 
+/* Rows r and r + 1 of m from a warp's lane sums, as rows_out finishes
+ * them for one column: the warp's sum, its bias, the residual; stored by
+ * lane 0. */
+__device__ static inline void two_rows_out(const struct mm_args &a, const struct mm_mat &m, int64_t r, const float sums[2][1])
+{
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        float x = warp_sum(sums[rr][0]);
+        if (m.bias)
+            x = __fadd_rn(x, m.bias[r + rr]);
+        if (a.epi == CUDA_EPI_ADD)
+            x = __fadd_rn(x, a.res[r + rr]);
+        if (threadIdx.x % 32 == 0)
+            m.y[r + rr] = x;
+    }
+}
+
 template <int T, int K, class FIX>
 __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_args a)
 {
@@ -746,16 +763,7 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
                 piece_ask<T>(a, mn, rn, nb, p, mine, &bar[warp][p]);
             }
         }
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) { /* rows_out's order: the sum, its bias, the residual */
-            float x = warp_sum(sums[rr][0]);
-            if (m.bias)
-                x = __fadd_rn(x, m.bias[r + rr]);
-            if (a.epi == CUDA_EPI_ADD)
-                x = __fadd_rn(x, a.res[r + rr]);
-            if (lane == 0)
-                m.y[r + rr] = x;
-        }
+        two_rows_out(a, m, r, sums);
     }
 }
 
@@ -875,16 +883,7 @@ __global__ void __launch_bounds__(4 * 32) matmul_persist_team_kernel(const struc
             bulk_reuse_fence();
             stage_ask<T, 2, false>(a, mn, rn, mine, &bar[team]);
         }
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) { /* rows_out's order: the sum, its bias, the residual */
-            float x = warp_sum(sums[rr][0]);
-            if (m.bias)
-                x = __fadd_rn(x, m.bias[r + rr]);
-            if (a.epi == CUDA_EPI_ADD)
-                x = __fadd_rn(x, a.res[r + rr]);
-            if (lane == 0)
-                m.y[r + rr] = x;
-        }
+        two_rows_out(a, m, r, sums);
     }
 }
 
