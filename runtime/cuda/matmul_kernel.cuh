@@ -877,7 +877,8 @@ __global__ void __launch_bounds__(4 * 32) matmul_persist_team_kernel(const struc
 #pragma unroll
                 for (int rr = 0; rr < 2; rr++)
                     sums[rr][0] = __fadd_rn(sums[rr][0], terms[(rr * later + j) * 32 + lane]);
-        int mn; /* the terms are read: the second warp writes the next tile's only once its rows are in */
+        __syncwarp(); /* every lane has read the terms: the second warp writes the next tile's only once its rows are in */
+        int mn;
         int64_t rn;
         if (lane == 0 && t + step < a.tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn)) {
             bulk_reuse_fence();
