@@ -452,38 +452,6 @@ __device__ static inline struct q8_1_block q8_1_at(const uint8_t *a)
     return x;
 }
 
-#ifdef MINFER_Q8_SWAP
-/* A measuring build's Q8_0 code reads (-DMINFER_Q8_SWAP on matmul.cu;
- * BENCHMARKS, forty-third session): a lane with bit 2 of its index set
- * takes the second 16 bytes of its block's 32 codes first, so that the
- * eight lanes of each quarter warp's 16-byte shared loads, 32 bytes
- * apart, fall in distinct banks (in order they are 2-way conflicts), and
- * its Q8_1 block's halves the same way: the integer dot is the same. */
-__device__ static inline int q8_swap(void) { return (int)(threadIdx.x >> 2) & 1; }
-
-/* The 32 codes at p (16-byte aligned) as eight words, halves swapped
- * where sw is 1. */
-__device__ static inline void q8_halves(const uint8_t *p, int sw, unsigned out[8])
-{
-    const uint4 a = *(const uint4 *)(p + 16 * sw), b = *(const uint4 *)(p + 16 - 16 * sw);
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-}
-
-/* q8_1_at with the codes' halves swapped where sw is 1. */
-__device__ static inline struct q8_1_block q8_1_halves_at(const uint8_t *a, int sw)
-{
-    struct q8_1_block x;
-    const unsigned *w = (const unsigned *)a, *first = w + 1 + 4 * sw, *second = w + 5 - 4 * sw;
-    const unsigned ds = w[0];
-#pragma unroll
-    for (int t = 0; t < 4; t++)
-        x.q[t] = (int)first[t], x.q[t + 4] = (int)second[t];
-    x.d = __half2float(__ushort_as_half((unsigned short)(ds & 0xffff)));
-    x.s = __half2float(__ushort_as_half((unsigned short)(ds >> 16)));
-    return x;
-}
-#endif
-
 /* 32 legacy 4-bit codes (16 bytes: low nibbles are codes 0..15, high ones
  * 16..31) as eight words of four codes, in the activation's order. */
 __device__ static inline void nibbles8(const unsigned b[4], unsigned out[8])
@@ -670,11 +638,7 @@ __device__ static inline float block_dot(const uint8_t *row, int64_t nb, int64_t
 {
     if constexpr (T == TYPE_Q8_0) {
         unsigned q[8];
-#ifdef MINFER_Q8_SWAP
-        q8_halves(field<T>(row, nb, j, 0), q8_swap(), q); /* x's halves came in the same order (group_x) */
-#else
         words16<8>(field<T>(row, nb, j, 0), q);
-#endif
         return half_field(field<T>(row, nb, j, 1)) * x.d * (float)dot8(q, x.q);
     } else if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q5_0 || T == TYPE_Q5_1) {
         unsigned raw[4], q[8];

@@ -160,10 +160,6 @@ __device__ static inline void group_x(const uint8_t *xq, int i, struct q8_1_bloc
         q8_1_quad_at(xg, x);
     else if constexpr (G == 2)
         q8_1_pair_at(xg, x);
-#ifdef MINFER_Q8_SWAP
-    else if constexpr (T == TYPE_Q8_0)
-        x[0] = q8_1_halves_at(xg, q8_swap());
-#endif
     else
         x[0] = q8_1_at(xg);
 }
