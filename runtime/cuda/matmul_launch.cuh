@@ -211,62 +211,13 @@ static inline int pieces_count(void)
     return (int)measured_setting("MINFER_MM_PIECES", 1, 0, PIECES_MAX, &m);
 }
 
-/* MINFER_MM_PERSIST=1: the piece kernel's launch takes its simplified
- * form (matmul_persist_kernel); 2: one CTA an SM with the input column in
- * shared memory (matmul_persist_x_kernel, launch_persist_x); 3: a team of
- * two warps a tile (matmul_persist_team_kernel, launch_persist_team); for
- * their first measurements. */
+/* MINFER_MM_PERSIST=1 (for measurements): the piece kernel's launch
+ * takes its simplified form (matmul_persist_kernel), a tile in one copy:
+ * x0.989 on an H200 (BENCHMARKS, forty-fourth session). */
 static inline int persist_form(void)
 {
     static std::atomic<long long> m{ -1 };
-    return (int)measured_setting("MINFER_MM_PERSIST", 0, 0, 3, &m);
-}
-
-/* matmul_persist_team_kernel's launch of b (b.stage: a team's two rows)
- * for rows rows, as many CTAs as the SMs hold; false where a CTA's stages
- * and terms pass LONG_STAGE_KIB. */
-template <int T, int K, class FIX>
-static bool launch_persist_team(struct mm_args b, int64_t rows, cudaStream_t s)
-{
-    const auto kt = matmul_persist_team_kernel<T, K, FIX>;
-    const int64_t trips = (b.k / QK8 + 31) / 32, later = trips - (trips + 1) / 2;
-    const size_t smem = 2 * (size_t)b.stage + (size_t)(2 * 2 * later * 32) * sizeof(float);
-    if (smem > LONG_STAGE_KIB * 1024)
-        return false;
-    static const bool opted = (cuda_smem_opt_in((const void *)kt, LONG_STAGE_KIB * 1024), true);
-    (void)opted;
-    static std::atomic<long long> memo{ -1 };
-    const int64_t most = (int64_t)occupancy_per_sm(kt, 4 * 32, smem, 4, &memo) * cuda_sm_count();
-    b.tiles = rows / 2;
-    const int64_t need = (b.tiles + 1) / 2;
-    const unsigned ctas = (unsigned)(most && most < need ? most : need);
-    pace_set(&b, kt, ctas, 4 * 32, smem, &memo);
-    launch(kt, dim3(ctas), 4 * 32, smem, s, b);
-    return true;
-}
-
-/* matmul_persist_x_kernel's launch of b (b.stage: a warp's two rows) for
- * rows rows, where its input column is whole 16-byte units and at least
- * one warp's tile fits beside it in an SM's shared memory; false where not. */
-template <int T, int K, class FIX>
-static bool launch_persist_x(struct mm_args b, int64_t rows, cudaStream_t s)
-{
-    const size_t x_bytes = (size_t)(b.k / QK8) * 36, room = cuda_sm_shared_bytes();
-    if (x_bytes % 16 || (uintptr_t)b.xq % 16 || room < x_bytes + 2048 + b.stage)
-        return false;
-    const size_t fit = (room - 2048 - x_bytes) / b.stage; /* 1 KiB an SM and 1 KiB a CTA the system's */
-    const int warps = fit < PX_WARPS ? (int)fit : PX_WARPS;
-    const size_t smem = (size_t)warps * b.stage + x_bytes;
-    /* (the opt-in's limit is a CTA's whole shared memory less the kernel's static bytes) */
-    static const bool opted = (cuda_smem_opt_in((const void *)matmul_persist_x_kernel<T, K, FIX>, room - 2048), true);
-    (void)opted;
-    static std::atomic<long long> paced{ -1 };
-    b.tiles = rows / 2;
-    const int64_t need = (b.tiles + warps - 1) / warps;
-    const unsigned ctas = (unsigned)(need < cuda_sm_count() || !cuda_sm_count() ? need : cuda_sm_count());
-    pace_set(&b, matmul_persist_x_kernel<T, K, FIX>, ctas, warps * 32, smem, &paced);
-    launch(matmul_persist_x_kernel<T, K, FIX>, dim3(ctas), warps * 32, smem, s, b);
-    return true;
+    return (int)measured_setting("MINFER_MM_PERSIST", 0, 0, 1, &m);
 }
 
 /* A decode step's launch (one column) of W warps, RW rows each, its
@@ -304,10 +255,6 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                 unsigned ctas = (unsigned)((rows / RW + 1) / 2);
                 if constexpr (T == TYPE_Q8_0)
                     if ((b.pieces = pieces_count()) != 0) { /* persistent: as many CTAs as the SMs hold */
-                        if (persist_form() == 2 && launch_persist_x<T, K, FIX>(b, rows, s))
-                            return;
-                        if (persist_form() == 3 && launch_persist_team<T, K, FIX>(b, rows, s))
-                            return;
                         const bool simple = persist_form() == 1;
                         const auto kp = simple ? matmul_persist_kernel<T, K, FIX> : matmul_piece_kernel<T, K, FIX>;
                         static const bool opted_p =
