@@ -3,7 +3,9 @@
 # and minfer-cuda-tests with FILE.cu (all: every runtime/cuda/*.cu) compiled
 # again with FLAGS (e.g. -DATT_THREADS=128; -DMINFER_TIMELINE, with all: a
 # measuring build, timeline.cuh; -DMINFER_BOUNDS with runtime/cuda/device.cu:
-# a bound's build, MINFER_SKIP), as .base/<binary>-NAME, stripped, for an
+# a bound's build, MINFER_SKIP; -DMINFER_MM_CHUNK=BYTES with
+# runtime/cuda/matmul.cu: staged rows asked for in copies of at most BYTES),
+# as .base/<binary>-NAME, stripped, for an
 # A/B against build/ on the GPU machine (tools/gpu-check.sh ab,
 # AB=".base/minfer-NAME"). FILE.cu may be another version of a runtime/cuda
 # file (its object's name is its file name's). Needs a built build/

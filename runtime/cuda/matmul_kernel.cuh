@@ -53,7 +53,6 @@ struct mm_args {
     int l2_first;      /* l2_first_enabled's setting: 0 to 3 */
     int64_t tiles;     /* matmul_loop_kernel: the launch's tiles (4 rows each); matmul_piece_kernel's (2 rows) */
     int pieces;        /* matmul_piece_kernel: the pieces a tile's rows are asked for in, 1 to PIECES_MAX */
-    unsigned chunk;    /* stage_ask's copies at most this many bytes each (a multiple of 16); 0: one a matrix */
     /* a decode pair with q8_out, whose first SPIN_CTAS CTAs form its Q8_1
      * product as its rows come in (pair_spin): the rows go to spin_y
      * (m[0].y: SPIN_EMPTY where none is yet), the f32 product to spin_out */
@@ -338,14 +337,26 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
     bulk_expect(bar, rows * (unsigned)(a.m[mi].row_bytes + (n_w == 2 ? a.m[mi + 1].row_bytes : 0)));
     for (int p = 0; p < n_w; at += RW * (unsigned)a.m[mi + p].row_bytes, p++) {
         const uint8_t *src = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
-        const unsigned n = rows * (unsigned)a.m[mi + p].row_bytes, step = a.chunk ? a.chunk : n;
-        for (unsigned o = 0; o < n; o += step) { /* the copy in chunks (mm_args.chunk), one barrier for all */
-            const unsigned c = n - o < step ? n - o : step;
+#ifdef MINFER_MM_CHUNK
+        /* a measuring build's copies of at most MINFER_MM_CHUNK bytes (a
+         * multiple of 16), under the one barrier: the down's piece kernel,
+         * 4 copies a tile, beat the tile in one copy (MINFER_MM_PERSIST=1)
+         * by 1.1% on an H200 (BENCHMARKS, forty-fourth session); is the
+         * copies' count why? */
+        const unsigned n = rows * (unsigned)a.m[mi + p].row_bytes;
+        for (unsigned o = 0; o < n; o += MINFER_MM_CHUNK) {
+            const unsigned c = n - o < MINFER_MM_CHUNK ? n - o : MINFER_MM_CHUNK;
             if (T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16 && a.l2_first)
                 bulk_copy_hinted(mine + at + o, src + o, c, bar, l2_evict_first());
             else
                 bulk_copy(mine + at + o, src + o, c, bar);
         }
+#else
+        if (T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16 && a.l2_first)
+            bulk_copy_hinted(mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar, l2_evict_first());
+        else
+            bulk_copy(mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar);
+#endif
     }
 }
 

@@ -161,17 +161,6 @@ static inline int l2_first_enabled(void)
     return cuda_stage_enabled() ? (int)measured_setting("MINFER_MM_EVICT", 2, 0, 3, &m) : 0;
 }
 
-/* stage_ask's largest copy, MINFER_MM_CHUNK=BYTES (for measurements,
- * rounded down to 16): a warp's rows in several bulk copies under its one
- * barrier; 0, the default, one copy a matrix. Why asked: the down's piece
- * kernel, 4 copies a tile, x1.012 against the same tile in one copy
- * (MINFER_MM_PERSIST=1, H200, forty-fourth session). */
-static inline unsigned copy_chunk(void)
-{
-    static std::atomic<long long> m{ -1 };
-    return (unsigned)measured_setting("MINFER_MM_CHUNK", 0, 0, 1 << 20, &m) & ~15u;
-}
-
 /* A staged decode launch's pacing (stage_pace), set for the kernel k of
  * ctas CTAs, threads and smem bytes each: PACE_RATE bytes a ns, the CTAs
  * paced the occupancy's first wave (memo: occupancy_per_sm's), where
@@ -230,7 +219,6 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
     struct mm_args b = a;
     b.stage = stage_bytes(a, RW, W);
     b.l2_first = l2_first_enabled();
-    b.chunk = copy_chunk();
     b.pace_rate = 0;
     static std::atomic<long long> paced4{ -1 }, paced_full{ -1 }, paced{ -1 };
     const unsigned spin = PAIR && a.spin_y ? SPIN_CTAS : 0; /* a spinning pair's quantizing CTAs come first */
