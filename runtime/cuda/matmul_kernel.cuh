@@ -779,37 +779,14 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
     }
 }
 
-/* A persistent warp's tiles of two rows, t0, t0 + step, ...: each
- * waited for at mine (its first asked for by the caller, bar's phase 0),
- * its rows formed by rows_out against the column at xq, then the next
- * tile asked for into the same place. */
-template <int T, int K, class FIX>
-__device__ static inline void persist_tiles(const struct mm_args &a, int64_t t0, int64_t step, uint8_t *mine, uint64_t *bar,
-                                            const uint8_t *xq)
-{
-    int mi;
-    int64_t r;
-    for (int64_t i = 0, t = t0; t < a.tiles && find_row<FIX>(a, 2 * t, &mi, &r); i++, t += step) {
-        bulk_wait_phase(bar, (unsigned)i & 1);
-        float v[1];
-        rows_out<T, 1, K, 2, false, false, FIX>(a, mi, r, mine, nullptr, xq, a.xf, 0, 1, v);
-        __syncwarp(); /* every lane has read the tile */
-        int mn;
-        int64_t rn;
-        if (threadIdx.x % 32 == 0 && t + step < a.tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn)) {
-            bulk_reuse_fence();
-            stage_ask<T, 2, false>(a, mn, rn, mine, bar);
-        }
-    }
-}
-
-/* The piece kernel in one piece, simplified (MINFER_MM_PERSIST=1, off by
- * default until a GPU has run it: BENCHMARKS, forty-second session): a
- * warp's tile (two rows) asked for in one copy, as form 5's stage_ask
- * asks for it, not in 2 rows x 2 planes; each row's sum and epilogue
- * rows_out's, as form 5's (the same bits). If it holds the piece
- * kernel's pace, it replaces the piece kernel and form 5, with row_sums'
- * RANGE flag, mm_args.pieces and MINFER_MM_PIECES. */
+/* The piece kernel in one piece, simplified (MINFER_MM_PERSIST=1, for
+ * measurements): a warp's tile (two rows) asked for by stage_ask, in one
+ * copy as form 5 asks for it, not in 2 rows x 2 planes; each row's sum
+ * and epilogue rows_out's, as form 5's (the same bits). On an H200 it
+ * lost 1.1% to the piece kernel (BENCHMARKS, forty-fourth session); if
+ * stage_ask's copies in chunks (-DMINFER_MM_CHUNK) close that, it
+ * replaces the piece kernel and form 5, with row_sums' RANGE flag,
+ * mm_args.pieces and MINFER_MM_PIECES. */
 template <int T, int K, class FIX>
 __global__ void __launch_bounds__(2 * 32) matmul_persist_kernel(const struct mm_args a)
 {
@@ -828,7 +805,18 @@ __global__ void __launch_bounds__(2 * 32) matmul_persist_kernel(const struct mm_
     }
     grid_begin();
     __syncwarp(); /* lane 0 armed the barrier */
-    persist_tiles<T, K, FIX>(a, t0, step, mine, &bar[warp], a.xq);
+    for (int64_t i = 0, t = t0; t < a.tiles && find_row<FIX>(a, 2 * t, &mi, &r); i++, t += step) {
+        bulk_wait_phase(&bar[warp], (unsigned)i & 1);
+        float v[1];
+        rows_out<T, 1, K, 2, false, false, FIX>(a, mi, r, mine, nullptr, a.xq, a.xf, 0, 1, v);
+        __syncwarp(); /* every lane has read the tile */
+        int mn;
+        int64_t rn;
+        if (lane == 0 && t + step < a.tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn)) { /* the next, into the same place */
+            bulk_reuse_fence();
+            stage_ask<T, 2, false>(a, mn, rn, mine, &bar[warp]);
+        }
+    }
 }
 
 #endif
