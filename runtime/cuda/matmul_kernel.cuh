@@ -322,6 +322,18 @@ __device__ static inline bool find_row(const struct mm_args &a, int64_t r, int *
     return m < sets_of<FIX>(a);
 }
 
+/* One thread: asks the TMA unit for the n bytes at src into dst,
+ * completing bar's next phase, with l2_evict_first where a.l2_first says
+ * so for rows of a quantized type T (see stage_ask). */
+template <int T>
+__device__ static inline void stage_copy(const struct mm_args &a, uint8_t *dst, const uint8_t *src, unsigned n, uint64_t *bar)
+{
+    if (T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16 && a.l2_first)
+        bulk_copy_hinted(dst, src, n, bar, l2_evict_first());
+    else
+        bulk_copy(dst, src, n, bar);
+}
+
 /* One thread: asks the TMA unit for the RW rows from r of set mi (and
  * then the pair's up rows) into mine, completing bar's next phase; rows of
  * a quantized type T (or TYPE_MIXED) with l2_evict_first where a.l2_first
@@ -344,18 +356,10 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
          * by 1.1% on an H200 (BENCHMARKS, forty-fourth session); is the
          * copies' count why? */
         const unsigned n = rows * (unsigned)a.m[mi + p].row_bytes;
-        for (unsigned o = 0; o < n; o += MINFER_MM_CHUNK) {
-            const unsigned c = n - o < MINFER_MM_CHUNK ? n - o : MINFER_MM_CHUNK;
-            if (T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16 && a.l2_first)
-                bulk_copy_hinted(mine + at + o, src + o, c, bar, l2_evict_first());
-            else
-                bulk_copy(mine + at + o, src + o, c, bar);
-        }
+        for (unsigned o = 0; o < n; o += MINFER_MM_CHUNK)
+            stage_copy<T>(a, mine + at + o, src + o, n - o < MINFER_MM_CHUNK ? n - o : MINFER_MM_CHUNK, bar);
 #else
-        if (T != TYPE_F32 && T != TYPE_F16 && T != TYPE_BF16 && a.l2_first)
-            bulk_copy_hinted(mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar, l2_evict_first());
-        else
-            bulk_copy(mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar);
+        stage_copy<T>(a, mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar);
 #endif
     }
 }
@@ -712,10 +716,7 @@ __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t
             const uint8_t *src = m.w + (size_t)(r + rr) * m.row_bytes + at;
             if (n == 0)
                 continue;
-            if (a.l2_first)
-                bulk_copy_hinted(dst, src, n, bar, l2_evict_first());
-            else
-                bulk_copy(dst, src, n, bar);
+            stage_copy<T>(a, dst, src, n, bar);
         }
 }
 
