@@ -55,7 +55,9 @@
 #           ppN a prompt of N alone, tgN N steps alone; AB_FLAGS added to
 #           every bench, e.g. --no-graphs; each run under AB_TIMEOUT s, 120), on AB_MODELS ("preset type;...")
 #           or the 0.5B (and the 8B Q4_K_M and Q8_0 with big): each machine
-#           is a fresh one, so only figures of one call compare;
+#           is a fresh one, so only figures of one call compare; and a row a build
+#           saying whether its greedy text and last logits after 16 decode steps are
+#           build/minfer's, bit for bit (what a variant that keeps the bits must give);
 # profile:  one decode step under ncu (tools/ncu-step.py): each kernel
 #           family's launches, time, share of the step and DRAM bandwidth,
 #           for the 0.5B model (and the 8B ones with big); with big also
@@ -310,6 +312,27 @@ if want bench || want big; then
 fi
 
 if want ab; then # other builds against this one, in turns
+    ab_bin() { # bin and name: entry $1 of others (or "this", build/minfer) as a command
+        bin=(build/minfer) name=build/minfer
+        [ "$1" = this ] && return
+        name=${others[$1]}
+        # [BIN,]NAME=VALUE[,NAME=VALUE...]: that build (else this one) with those settings
+        IFS=, read -ra parts <<<"${others[$1]}"
+        if [[ -x "${parts[0]}" ]]; then bin=(env "${parts[@]:1}" "${parts[0]}"); else bin=(env "${parts[@]}" build/minfer); fi
+    }
+    ab_output() { # entry $1's greedy text and last logits after 16 decode steps of model $f
+        ab_bin "$1"
+        timeout "${AB_TIMEOUT:-120}" "${bin[@]}" run -m "$f" -p "Once upon a time" -n 16 --temp 0 --device cuda \
+            --logits-out "$tmp/ab-out-$1.logits" >"$tmp/ab-out-$1.txt" 2>"$tmp/ab-out-$1.err" ||
+            echo "ab: $name, its output run: exit $?: $(tail -1 "$tmp/ab-out-$1.err")" >&2
+    }
+    ab_same() { # whether entry $1 gave the control's output: a variant meant to keep the bits must
+        local a=$tmp/ab-out-$1 c=$tmp/ab-out-this
+        if [ ! -s "$a.logits" ] || [ ! -s "$c.logits" ]; then echo "output: a run FAILED"
+        elif ! cmp -s "$a.txt" "$c.txt"; then echo "output: DIFFERENT tokens"
+        elif ! cmp -s "$a.logits" "$c.logits"; then echo "output: same tokens, DIFFERENT logits"
+        else echo "output: the same bits (16 tokens, last logits)"; fi
+    }
     others=()
     for b in ${AB:-}; do
         [[ -x "${b%%,*}" || "$b" == *=* ]] && others+=("$b") || row "A/B" "$b (in AB) is not an executable or NAME=VALUE"
@@ -325,18 +348,13 @@ if want ab; then # other builds against this one, in turns
         [ ${#others[@]} -gt 0 ] || break
         set -- $m
         f=$(synth "$1" "$2") || { row "$1 $2 A/B" "synth failed"; continue; }
-        rm -f "$tmp"/ab-*.json
+        rm -f "$tmp"/ab-*.json "$tmp"/ab-out-*
+        for i in this "${!others[@]}"; do ab_output "$i"; done
         for round in $(seq "${AB_ROUNDS:-3}"); do
             order=("${!others[@]}" this)
             ((round % 2 == 0)) && order=(this $(printf '%s\n' "${!others[@]}" | tac)) # every other round in reverse: no build always runs first
             for i in "${order[@]}"; do
-                bin=(build/minfer) name=build/minfer
-                if [ "$i" != this ]; then
-                    name=${others[$i]}
-                    # [BIN,]NAME=VALUE[,NAME=VALUE...]: that build (else this one) with those settings
-                    IFS=, read -ra parts <<<"${others[$i]}"
-                    if [[ -x "${parts[0]}" ]]; then bin=(env "${parts[@]:1}" "${parts[0]}"); else bin=(env "${parts[@]}" build/minfer); fi
-                fi
+                ab_bin "$i"
                 for t in ${AB_TESTS:-pp512 tg128}; do # ppN: a prompt of N alone; tgN: N steps alone
                     case $t in pp*) args=(-p "${t#pp}" -n 0) ;; tg*) args=(-p 0 -n "${t#tg}") ;; *) continue ;; esac
                     # each run under a timeout (AB_TIMEOUT s, 120): a setting that hangs costs its
@@ -368,6 +386,7 @@ print("; ".join(f"{t}: it {mean(a, t):.1f}, build/minfer {mean('this', t):.1f} (
                 for t in sys.argv[3:]))
 PY
 )"
+            row "$1-$2: ${others[$i]} (it) against build/minfer" "$(ab_same "$i")"
         done
     done
     took ab
