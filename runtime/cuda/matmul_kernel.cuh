@@ -702,6 +702,17 @@ template <int T>
 __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t r, int64_t nb, int p, uint8_t *mine,
                                         uint64_t *bar)
 {
+#ifdef MINFER_PIECE_ONE_COPY
+    /* a measuring build: one piece's tile in one copy, as stage_ask asks
+     * for it, where the piece kernel asks in 2 rows x 2 planes (4 copies
+     * of 12288, 768, 12288 and 768 B for the 8B's down); everything else
+     * the piece kernel's. Is the copies' count the 1.1% that
+     * MINFER_MM_PERSIST=1 loses (BENCHMARKS, forty-fifth session)? */
+    if (a.pieces == 1) {
+        stage_ask<T, 2, false>(a, mi, r, mine, bar);
+        return;
+    }
+#endif
     const struct mm_mat &m = a.m[mi];
     const int planes = cuda_planes_of((enum tensor_type)T).n;
     unsigned bytes = 0;
