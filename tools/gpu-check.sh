@@ -322,7 +322,7 @@ if want ab; then # other builds against this one, in turns
     }
     ab_output() { # entry $1's greedy text and last logits after 16 decode steps of model $f
         ab_bin "$1"
-        timeout "${AB_TIMEOUT:-120}" "${bin[@]}" run -m "$f" -p "Once upon a time" -n 16 --temp 0 --device cuda \
+        timeout "${AB_TIMEOUT:-120}" "${bin[@]}" run -m "$f" -p "Once upon a time" -n 16 -c 256 --temp 0 --device cuda \
             --logits-out "$tmp/ab-out-$1.logits" >"$tmp/ab-out-$1.txt" 2>"$tmp/ab-out-$1.err" ||
             echo "ab: $name, its output run: exit $?: $(tail -1 "$tmp/ab-out-$1.err")" >&2
     }
