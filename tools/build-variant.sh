@@ -6,7 +6,8 @@
 # a bound's build, MINFER_SKIP; -DMINFER_MM_CHUNK=BYTES with
 # runtime/cuda/matmul.cu: staged rows asked for in copies of at most BYTES;
 # -DMINFER_PIECE_ONE_COPY with runtime/cuda/matmul.cu: the piece kernel's
-# tile in one copy),
+# tile in one copy; -DMINFER_PIECE_PRELOAD=N: its Q8_0 lanes load N groups
+# ahead),
 # as .base/<binary>-NAME, stripped, for an
 # A/B against build/ on the GPU machine (tools/gpu-check.sh ab,
 # AB=".base/minfer-NAME"). FILE.cu may be another version of a runtime/cuda

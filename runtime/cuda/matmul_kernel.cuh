@@ -748,6 +748,47 @@ __device__ static inline void two_rows_out(const struct mm_args &a, const struct
     }
 }
 
+#ifdef MINFER_PIECE_PRELOAD
+/* A measuring build's sums for the piece kernel's Q8_0 tiles: a lane
+ * loads its next MINFER_PIECE_PRELOAD groups' activation blocks (global)
+ * and both rows' codes and scales (shared) before it forms any of their
+ * terms, then adds the terms in order, as block_dot forms them: row_sums'
+ * bits. Why: on the H200 the down's tile takes 3.4 us of work, ~290 ns a
+ * trip whatever its bytes, as if each trip waited out its loads in turn
+ * (BENCHMARKS, forty-third session); the H100 A/B of an activation
+ * preload in every Q8_0 launch (forty-second) lost by the other launches'
+ * registers, and the H200's down was never measured with one. */
+template <int K>
+__device__ static inline void piece_sums_ahead(const uint8_t *const rows[2], const uint8_t *xq, int64_t kk, float sums[2][1],
+                                               int from, int to)
+{
+    constexpr int N = MINFER_PIECE_PRELOAD, T = TYPE_Q8_0;
+    const int64_t nb = (K > 0 ? K : kk) / QK8;
+    const int end = to < (int)nb ? to : (int)nb;
+    for (int i0 = from + (int)(threadIdx.x % 32); i0 < end; i0 += 32 * N) {
+        struct q8_1_block x[N];
+        unsigned q[2][N][8];
+        float d[2][N];
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int i = i0 + 32 * j < end ? i0 + 32 * j : i0; /* past the end: group i0 again, its terms unused */
+            x[j] = q8_1_at(xq + (size_t)i * 36);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                words16<8>(field<T>(rows[r], nb, i, 0), q[r][j]);
+                d[r][j] = half_field(field<T>(rows[r], nb, i, 1));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            if (i0 + 32 * j < end)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    sums[r][0] = __fadd_rn(sums[r][0], d[r][j] * x[j].d * (float)dot8(q[r][j], x[j].q));
+    }
+}
+#endif
+
 template <int T, int K, class FIX>
 __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_args a)
 {
@@ -779,8 +820,13 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
         const bool more = t + step < tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn);
         for (int p = 0; p < a.pieces; p++) {
             bulk_wait_phase(&bar[warp][p], (unsigned)i & 1);
-            row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, piece_start(trips, p, a.pieces),
-                                       p == a.pieces - 1 ? 1 << 30 : piece_start(trips, p + 1, a.pieces));
+            const int from = piece_start(trips, p, a.pieces), to = p == a.pieces - 1 ? 1 << 30 : piece_start(trips, p + 1, a.pieces);
+#ifdef MINFER_PIECE_PRELOAD
+            if constexpr (T == TYPE_Q8_0)
+                piece_sums_ahead<K>(rows, a.xq, a.k, sums, from, to);
+            else
+#endif
+                row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, from, to);
             __syncwarp(); /* every lane has read the piece */
             if (lane == 0 && more) {
                 bulk_reuse_fence();
