@@ -820,13 +820,14 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
         const bool more = t + step < tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn);
         for (int p = 0; p < a.pieces; p++) {
             bulk_wait_phase(&bar[warp][p], (unsigned)i & 1);
-            const int from = piece_start(trips, p, a.pieces), to = p == a.pieces - 1 ? 1 << 30 : piece_start(trips, p + 1, a.pieces);
 #ifdef MINFER_PIECE_PRELOAD
             if constexpr (T == TYPE_Q8_0)
-                piece_sums_ahead<K>(rows, a.xq, a.k, sums, from, to);
+                piece_sums_ahead<K>(rows, a.xq, a.k, sums, piece_start(trips, p, a.pieces),
+                                    p == a.pieces - 1 ? 1 << 30 : piece_start(trips, p + 1, a.pieces));
             else
 #endif
-                row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, from, to);
+            row_sums<T, 1, K, 2, true>(rows, a.xq, a.xf, a.k, 1, sums, piece_start(trips, p, a.pieces),
+                                       p == a.pieces - 1 ? 1 << 30 : piece_start(trips, p + 1, a.pieces));
             __syncwarp(); /* every lane has read the piece */
             if (lane == 0 && more) {
                 bulk_reuse_fence();
