@@ -751,40 +751,32 @@ __device__ static inline void two_rows_out(const struct mm_args &a, const struct
 #ifdef MINFER_PIECE_PRELOAD
 /* A measuring build's sums for the piece kernel's Q8_0 tiles: a lane
  * loads its next MINFER_PIECE_PRELOAD groups' activation blocks (global)
- * and both rows' codes and scales (shared) before it forms any of their
- * terms, then adds the terms in order, as block_dot forms them: row_sums'
- * bits. Why: on the H200 the down's tile takes 3.4 us of work, ~290 ns a
- * trip whatever its bytes, as if each trip waited out its loads in turn
- * (BENCHMARKS, forty-third session); the H100 A/B of an activation
- * preload in every Q8_0 launch (forty-second) lost by the other launches'
- * registers, and the H200's down was never measured with one. */
+ * before it forms any of their terms (block_dot's, whose shared loads of
+ * the codes the unrolled body leaves free to go early too), then adds the
+ * terms in order: row_sums' bits. Why: on the H200 the down's tile takes
+ * 3.4 us of work, ~290 ns a trip whatever its bytes, as if each trip
+ * waited out its loads in turn (BENCHMARKS, forty-third session); the
+ * H100 A/B of an activation preload in every Q8_0 launch (forty-second)
+ * lost by the other launches' registers, and the H200's down was never
+ * measured with one. */
 template <int K>
 __device__ static inline void piece_sums_ahead(const uint8_t *const rows[2], const uint8_t *xq, int64_t kk, float sums[2][1],
                                                int from, int to)
 {
-    constexpr int N = MINFER_PIECE_PRELOAD, T = TYPE_Q8_0;
+    constexpr int N = MINFER_PIECE_PRELOAD;
     const int64_t nb = (K > 0 ? K : kk) / QK8;
     const int end = to < (int)nb ? to : (int)nb;
     for (int i0 = from + (int)(threadIdx.x % 32); i0 < end; i0 += 32 * N) {
         struct q8_1_block x[N];
-        unsigned q[2][N][8];
-        float d[2][N];
 #pragma unroll
-        for (int j = 0; j < N; j++) {
-            const int i = i0 + 32 * j < end ? i0 + 32 * j : i0; /* past the end: group i0 again, its terms unused */
-            x[j] = q8_1_at(xq + (size_t)i * 36);
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                words16<8>(field<T>(rows[r], nb, i, 0), q[r][j]);
-                d[r][j] = half_field(field<T>(rows[r], nb, i, 1));
-            }
-        }
+        for (int j = 0; j < N; j++) /* past the end: group i0's block again, its terms unused */
+            x[j] = q8_1_at(xq + (size_t)(i0 + 32 * j < end ? i0 + 32 * j : i0) * 36);
 #pragma unroll
         for (int j = 0; j < N; j++)
             if (i0 + 32 * j < end)
 #pragma unroll
                 for (int r = 0; r < 2; r++)
-                    sums[r][0] = __fadd_rn(sums[r][0], d[r][j] * x[j].d * (float)dot8(q[r][j], x[j].q));
+                    sums[r][0] = __fadd_rn(sums[r][0], block_dot<TYPE_Q8_0>(rows[r], nb, i0 + 32 * j, x[j]));
     }
 }
 #endif
