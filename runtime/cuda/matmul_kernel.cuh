@@ -812,6 +812,8 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
         const bool more = t + step < tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn);
         for (int p = 0; p < a.pieces; p++) {
             bulk_wait_phase(&bar[warp][p], (unsigned)i & 1);
+            if (i == 0 && p == 0)
+                timeline_mark(TIMELINE_IN);
 #ifdef MINFER_PIECE_PRELOAD
             if constexpr (T == TYPE_Q8_0)
                 piece_sums_ahead<K>(rows, a.xq, a.k, sums, piece_start(trips, p, a.pieces),
@@ -827,6 +829,8 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
             }
         }
         two_rows_out(a, m, r, sums);
+        if (i == 0) /* a measuring build's work: the first tile's sums alone, not the next tile's wait */
+            timeline_mark(TIMELINE_DONE);
     }
 }
 
