@@ -19,7 +19,10 @@ end is when the next launch's first wait returned. Per launch:
          the small kernels' thread 0) from the launch's first wait's return
          to its last CTA's end, and from then to the launch's end: what the
          launch did, and what its grid's completion took to reach the next
-         launch's wait.
+         launch's wait. (The persistent piece kernel, whose warps take
+         several tiles, marks its first warp's first tile: its work is one
+         tile's, and its own and tail end at the last such tile, not at its
+         CTAs' ends.)
 Grouped by kernel and the kernel before it (one place in a layer); the last
 launch (its end unknown: the second step's output matrix) is left out of
 the groups. The argmax between the two steps (argm, after the output
