@@ -200,6 +200,19 @@ static inline int pieces_count(void)
     return (int)measured_setting("MINFER_MM_PIECES", 1, 0, PIECES_MAX, &m);
 }
 
+/* The piece kernel's pace (its whole grid is its first wave, and each
+ * CTA's tiles are fixed, so a paced CTA's two tiles both start late):
+ * pace_set's rate, or MINFER_MM_PIECE_PACE=R another (0: none), for
+ * measurements. On an H100's timeline its CTAs enter over ~10 us (the
+ * pace spreads them 5.5), and a tile's work takes ~8 us while the
+ * launch's first wave streams, ~4 after (BENCHMARKS, forty-seventh
+ * session). */
+static inline unsigned piece_pace(unsigned rate)
+{
+    static std::atomic<long long> m{ -1 };
+    return rate ? (unsigned)measured_setting("MINFER_MM_PIECE_PACE", rate, 0, 1 << 20, &m) : 0;
+}
+
 /* MINFER_MM_PERSIST=1 (for measurements): the piece kernel's launch
  * takes its simplified form (matmul_persist_kernel), a tile in one copy:
  * x0.989 on an H200 (BENCHMARKS, forty-fourth session). */
@@ -256,6 +269,7 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                         b.tiles = rows / RW;
                         ctas = most && most < ctas ? most : ctas;
                         pace_set(&b, kp, ctas, 2 * 32, 2 * (size_t)b.stage, memo);
+                        b.pace_rate = piece_pace(b.pace_rate);
                         launch(kp, dim3(ctas), 2 * 32, 2 * (size_t)b.stage, s, b);
                         return;
                     }
