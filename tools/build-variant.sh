@@ -3,10 +3,8 @@
 # and minfer-cuda-tests with FILE.cu (all: every runtime/cuda/*.cu) compiled
 # again with FLAGS (e.g. -DATT_THREADS=128; -DMINFER_TIMELINE, with all: a
 # measuring build, timeline.cuh; -DMINFER_BOUNDS with runtime/cuda/device.cu:
-# a bound's build, MINFER_SKIP; -DMINFER_MM_CHUNK=BYTES with
-# runtime/cuda/matmul.cu: staged rows asked for in copies of at most BYTES;
-# -DMINFER_PIECE_ONE_COPY with runtime/cuda/matmul.cu: the piece kernel's
-# tile in one copy; -DMINFER_PIECE_PRELOAD=N: its Q8_0 lanes load N groups
+# a bound's build, MINFER_SKIP; -DMINFER_PIECE_PRELOAD=N with
+# runtime/cuda/matmul.cu: the piece kernel's Q8_0 lanes load N groups
 # ahead),
 # as .base/<binary>-NAME, stripped, for an
 # A/B against build/ on the GPU machine (tools/gpu-check.sh ab,

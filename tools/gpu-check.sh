@@ -16,14 +16,13 @@
 #             on the warm machine; build/minfer-qwen3-8b, 13 MB more, only
 #             in a call without the tests' binary)
 # tests:    the CUDA test suite (every kernel against the CPU, whole models), under TESTS_TIMEOUT s (300),
-#           and its decode matmuls' test again with MINFER_MM_PIECES=0 and 4 and MINFER_MM_PERSIST=1
-#           (form 5, the piece kernel in pieces, its simplified form: measurement switches);
+#           and its decode matmuls' test again with MINFER_MM_PIECES=0 and 4
+#           (form 5, the piece kernel in pieces: measurement switches);
 # sanitize: compute-sanitizer memcheck, racecheck (sampled) and initcheck on a short
 #           decode of a Qwen2.5-0.5B-shaped Q4_K_M model (with graph replay), memcheck
 #           on one of Q8_0 weights (its pair's Q8_1 product by polling CTAs),
 #           racecheck on the argmax kernel's test, memcheck and racecheck on the attention kernels' test,
-#           memcheck on the decode matmuls' test (the 8B Q8_0 down's persistent 2-warp staged form; again
-#           with MINFER_MM_PERSIST=1, its simplified form),
+#           memcheck on the decode matmuls' test (the 8B Q8_0 down's persistent 2-warp staged form),
 #           and memcheck on a Gemma 3 270M-shaped one past its window and on
 #           a prompt through an F16 Qwen2.5-0.5B-shaped one;
 # bench:    the copy bandwidth, the GEMV table, the small kernels' table
@@ -152,10 +151,9 @@ if want tests; then
     rc=${PIPESTATUS[0]}
     if [ "$rc" = 124 ]; then row "CUDA tests" "TIMED OUT after ${TESTS_TIMEOUT:-300} s: $(tail -1 "$out/cuda-tests.txt")"
     else row "CUDA tests" "$(tail -1 "$out/cuda-tests.txt")"; fi
-    # the 8B Q8_0 down's launch under its measurement switches (matmul_launch.cuh: pieces_count,
-    # persist_form): the decode matmuls' test (its Q8_0 rows of 12288 take it) as form 5, in 4
-    # pieces a tile, and in the simplified persistent kernel
-    for set in MINFER_MM_PIECES=0 MINFER_MM_PIECES=4 MINFER_MM_PERSIST=1; do
+    # the 8B Q8_0 down's launch under its measurement switch (matmul_launch.cuh: pieces_count):
+    # the decode matmuls' test (its Q8_0 rows of 12288 take it) as form 5 and in 4 pieces a tile
+    for set in MINFER_MM_PIECES=0 MINFER_MM_PIECES=4; do
         (cd build && env "$set" timeout 120 ./minfer-cuda-tests matmul_matches) >"$tmp/cuda-tests-pieces.txt" 2>&1
         { echo "== $set matmul_matches (rc=$?)"; tail -4 "$tmp/cuda-tests-pieces.txt"; } >>"$out/cuda-tests.txt"
         row "CUDA matmul test, $set" "$(tail -1 "$tmp/cuda-tests-pieces.txt")"
@@ -221,11 +219,6 @@ if want sanitize; then
     rc=$?
     { echo "== memcheck decode matmul kernel test (rc=$rc)"; tail -6 "$tmp/sanitize-test.txt"; } >>"$out/sanitize.txt"
     row "compute-sanitizer memcheck (decode matmul kernel test)" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
-    (cd build && MINFER_MM_PERSIST=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 \
-        ./minfer-cuda-tests matmul_matches) >"$tmp/sanitize-test.txt" 2>&1
-    rc=$?
-    { echo "== memcheck decode matmul kernel test, MINFER_MM_PERSIST=1 (rc=$rc)"; tail -6 "$tmp/sanitize-test.txt"; } >>"$out/sanitize.txt"
-    row "compute-sanitizer memcheck (matmul test, persist 1)" "$(sanitized "$tmp/sanitize-test.txt" "$rc")"
     took sanitize
 fi
 

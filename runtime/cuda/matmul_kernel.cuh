@@ -349,18 +349,7 @@ __device__ static inline void stage_ask(const struct mm_args &a, int mi, int64_t
     bulk_expect(bar, rows * (unsigned)(a.m[mi].row_bytes + (n_w == 2 ? a.m[mi + 1].row_bytes : 0)));
     for (int p = 0; p < n_w; at += RW * (unsigned)a.m[mi + p].row_bytes, p++) {
         const uint8_t *src = a.m[mi + p].w + (size_t)r * a.m[mi + p].row_bytes;
-#ifdef MINFER_MM_CHUNK
-        /* a measuring build's copies of at most MINFER_MM_CHUNK bytes (a
-         * multiple of 16), under the one barrier: the down's piece kernel,
-         * 4 copies a tile, beat the tile in one copy (MINFER_MM_PERSIST=1)
-         * by 1.1% on an H200 (BENCHMARKS, forty-fourth session); is the
-         * copies' count why? */
-        const unsigned n = rows * (unsigned)a.m[mi + p].row_bytes;
-        for (unsigned o = 0; o < n; o += MINFER_MM_CHUNK)
-            stage_copy<T>(a, mine + at + o, src + o, n - o < MINFER_MM_CHUNK ? n - o : MINFER_MM_CHUNK, bar);
-#else
         stage_copy<T>(a, mine + at, src, rows * (unsigned)a.m[mi + p].row_bytes, bar);
-#endif
     }
 }
 
@@ -702,17 +691,6 @@ template <int T>
 __device__ static inline void piece_ask(const struct mm_args &a, int mi, int64_t r, int64_t nb, int p, uint8_t *mine,
                                         uint64_t *bar)
 {
-#ifdef MINFER_PIECE_ONE_COPY
-    /* a measuring build: one piece's tile in one copy, as stage_ask asks
-     * for it, where the piece kernel asks in 2 rows x 2 planes (4 copies
-     * of 12288, 768, 12288 and 768 B for the 8B's down); everything else
-     * the piece kernel's. Is the copies' count the 1.1% that
-     * MINFER_MM_PERSIST=1 loses (BENCHMARKS, forty-fifth session)? */
-    if (a.pieces == 1) {
-        stage_ask<T, 2, false>(a, mi, r, mine, bar);
-        return;
-    }
-#endif
     const struct mm_mat &m = a.m[mi];
     const int planes = cuda_planes_of((enum tensor_type)T).n;
     unsigned bytes = 0;
@@ -831,46 +809,6 @@ __global__ void __launch_bounds__(2 * 32) matmul_piece_kernel(const struct mm_ar
         two_rows_out(a, m, r, sums);
         if (i == 0) /* a measuring build's work: the first tile's sums alone, not the next tile's wait */
             timeline_mark(TIMELINE_DONE);
-    }
-}
-
-/* The piece kernel in one piece, simplified (MINFER_MM_PERSIST=1, for
- * measurements): a warp's tile (two rows) asked for by stage_ask, in one
- * copy as form 5 asks for it, not in 2 rows x 2 planes; each row's sum
- * and epilogue rows_out's, as form 5's (the same bits). On an H200 it
- * lost 1.1% to the piece kernel (BENCHMARKS, forty-fourth session); if
- * stage_ask's copies in chunks (-DMINFER_MM_CHUNK) close that, it
- * replaces the piece kernel and form 5, with row_sums' RANGE flag,
- * mm_args.pieces and MINFER_MM_PIECES. */
-template <int T, int K, class FIX>
-__global__ void __launch_bounds__(2 * 32) matmul_persist_kernel(const struct mm_args a)
-{
-    __shared__ uint64_t bar[2];
-    extern __shared__ __align__(16) uint8_t staged[]; /* a.stage bytes a warp: its tile's two rows */
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    uint8_t *const mine = staged + (size_t)warp * a.stage;
-    const int64_t step = 2 * (int64_t)gridDim.x, t0 = 2 * (int64_t)blockIdx.x + warp;
-    int mi;
-    int64_t r;
-    stage_pace(a, 2 * (size_t)a.stage);
-    if (lane == 0) {
-        bulk_init(&bar[warp]);
-        if (t0 < a.tiles && find_row<FIX>(a, 2 * t0, &mi, &r))
-            stage_ask<T, 2, false>(a, mi, r, mine, &bar[warp]);
-    }
-    grid_begin();
-    __syncwarp(); /* lane 0 armed the barrier */
-    for (int64_t i = 0, t = t0; t < a.tiles && find_row<FIX>(a, 2 * t, &mi, &r); i++, t += step) {
-        bulk_wait_phase(&bar[warp], (unsigned)i & 1);
-        float v[1];
-        rows_out<T, 1, K, 2, false, false, FIX>(a, mi, r, mine, nullptr, a.xq, a.xf, 0, 1, v);
-        __syncwarp(); /* every lane has read the tile */
-        int mn;
-        int64_t rn;
-        if (lane == 0 && t + step < a.tiles && find_row<FIX>(a, 2 * (t + step), &mn, &rn)) { /* the next, into the same place */
-            bulk_reuse_fence();
-            stage_ask<T, 2, false>(a, mn, rn, mine, &bar[warp]);
-        }
     }
 }
 

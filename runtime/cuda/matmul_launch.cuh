@@ -213,15 +213,6 @@ static inline unsigned piece_pace(unsigned rate)
     return rate ? (unsigned)measured_setting("MINFER_MM_PIECE_PACE", rate, 0, 1 << 20, &m) : 0;
 }
 
-/* MINFER_MM_PERSIST=1 (for measurements): the piece kernel's launch
- * takes its simplified form (matmul_persist_kernel), a tile in one copy:
- * x0.989 on an H200 (BENCHMARKS, forty-fourth session). */
-static inline int persist_form(void)
-{
-    static std::atomic<long long> m{ -1 };
-    return (int)measured_setting("MINFER_MM_PERSIST", 0, 0, 1, &m);
-}
-
 /* A decode step's launch (one column) of W warps, RW rows each, its
  * weights staged in shared memory where stage_bytes allows. (The pair with
  * its Q8_1 product is not: staged, its 3072 CTAs took 25.6 us, not 21.7,
@@ -256,14 +247,11 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                 unsigned ctas = (unsigned)((rows / RW + 1) / 2);
                 if constexpr (T == TYPE_Q8_0)
                     if ((b.pieces = pieces_count()) != 0) { /* persistent: as many CTAs as the SMs hold */
-                        const bool simple = persist_form() == 1;
-                        const auto kp = simple ? matmul_persist_kernel<T, K, FIX> : matmul_piece_kernel<T, K, FIX>;
-                        static const bool opted_p =
-                            (cuda_smem_opt_in((const void *)matmul_piece_kernel<T, K, FIX>, LONG_STAGE_KIB * 1024),
-                             cuda_smem_opt_in((const void *)matmul_persist_kernel<T, K, FIX>, LONG_STAGE_KIB * 1024), true);
+                        const auto kp = matmul_piece_kernel<T, K, FIX>;
+                        static const bool opted_p = (cuda_smem_opt_in((const void *)kp, LONG_STAGE_KIB * 1024), true);
                         (void)opted_p;
-                        static std::atomic<long long> pacedp{ -1 }, paceds{ -1 };
-                        std::atomic<long long> *memo = simple ? &paceds : &pacedp;
+                        static std::atomic<long long> pacedp{ -1 };
+                        std::atomic<long long> *const memo = &pacedp;
                         const int per_sm = occupancy_per_sm(kp, 2 * 32, 2 * (size_t)b.stage, 4, memo);
                         const unsigned most = (unsigned)(per_sm * cuda_sm_count());
                         b.tiles = rows / RW;
