@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as the README and CI run it:
 #   1. the release build and its Criterion suite (CUDA compiled in when nvcc
-#      exists; GPU tests report skipped without a GPU);
+#      exists; GPU tests report skipped without a GPU), and then the measuring
+#      builds' code compiled (tools/check-variants.sh);
 #   2. the real-model suite on the release build: Qwen2.5-Coder-0.5B against
 #      llama.cpp's recorded answers, and Gemma 3's tokenizer against llama.cpp's
 #      ids (tools/fetch-model.sh downloads each model once);
@@ -49,6 +50,11 @@ suite() { # name, configure options...
 }
 
 dir=build suite release --builddir=build
+if [ -f build/obj/runtime/cuda/matmul.o ]; then # CUDA compiled in: the measuring builds' code compiles too
+    echo "== measuring builds (tools/check-variants.sh)"
+    tools/check-variants.sh build 2>&1 | tee "$log/variants.out"
+    passed=$((passed + $(grep -c ': ok$' "$log/variants.out"))); failed=$((failed + $(grep -c ': FAILED' "$log/variants.out")))
+fi
 echo "== real models (llama.cpp agreement; downloads the models once)"
 if model=$(tools/fetch-model.sh) && gemma=$(tools/fetch-model.sh gemma3-270m); then
     MINFER_BIN=./minfer MINFER_SRC=.. MINFER_MODEL=$PWD/$model MINFER_GEMMA=$PWD/$gemma \
