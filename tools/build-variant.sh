@@ -20,15 +20,13 @@ shift 2
 lib=/tmp/libminfer-$name.a
 objdir=$(mktemp -d)
 cd build
+. ../tools/variant-command.sh
 cp libminfer.a "$lib"
 pids=()
 for src in $srcs; do
     member=$(basename "$src" .cu).o
     ar t libminfer.a | grep -qx "$member" || { echo "build-variant: libminfer.a has no $member" >&2; exit 1; }
-    # the build's own nvcc command for that object, with FLAGS added and the output moved
-    cmd=$(ninja -t commands "obj/runtime/cuda/$member" | tail -1)
-    cmd=${cmd/-MD -MF obj\/runtime\/cuda\/$member.d /}
-    cmd=${cmd/ -c ..\/runtime\/cuda\/${member%.o}.cu -o obj\/runtime\/cuda\/$member/ $* -c $src -o $objdir/$member}
+    cmd=$(variant_command "$member" "$src" "$objdir/$member" "$@") # the build's own, FLAGS added
     eval "$cmd" &
     pids+=($!)
     if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi # two at a time (a failure stops the script)

@@ -8,6 +8,7 @@
 # Exit status: the number of variants that failed.
 set -uo pipefail
 cd "$(dirname "$0")/../${1:-build}" || exit 1
+. ../tools/variant-command.sh
 variants=( # name, files (all: every runtime/cuda/*.cu), flags
     "timeline|all|-DMINFER_TIMELINE"
     "preload4|matmul.cu|-DMINFER_PIECE_PRELOAD=4"
@@ -21,12 +22,9 @@ for v in "${variants[@]}"; do
     [ "$files" = all ] && files=$(cd ../runtime/cuda && ls *.cu)
     ok=1
     for f in $files; do
-        member=${f%.cu}.o
-        cmd=$(ninja -t commands "obj/runtime/cuda/$member" | tail -1)
-        [ -n "$cmd" ] || { echo "check-variants: no build command for $member" >"$out/err"; ok=0; break; }
-        cmd=${cmd/-MD -MF obj\/runtime\/cuda\/$member.d /}
-        cmd=$(sed -E 's/ -gencode=[^ ]+//g' <<<"$cmd")
-        cmd=${cmd/ -c ..\/runtime\/cuda\/$f -o obj\/runtime\/cuda\/$member/ -gencode=arch=compute_90a,code=compute_90a $flags -c ../runtime/cuda/$f -o $out/$member}
+        cmd=$(variant_command "${f%.cu}.o" "../runtime/cuda/$f" "$out/o" -gencode=arch=compute_90a,code=compute_90a $flags) ||
+            { echo "check-variants: no build command for ${f%.cu}.o" >"$out/err"; ok=0; break; }
+        cmd=$(sed -E 's/ -gencode=arch=compute_[0-9a-z]+,code=sm_[0-9a-z]+//g' <<<"$cmd") # PTX alone: no machine code
         eval "$cmd" >"$out/err" 2>&1 || { ok=0; break; }
     done
     if [ $ok = 1 ]; then echo "variant $name: ok"; else echo "variant $name: FAILED ($f)"; cat "$out/err"; bad=$((bad + 1)); fi

@@ -53,7 +53,9 @@ dir=build suite release --builddir=build
 if [ -f build/obj/runtime/cuda/matmul.o ]; then # CUDA compiled in: the measuring builds' code compiles too
     echo "== measuring builds (tools/check-variants.sh)"
     tools/check-variants.sh build 2>&1 | tee "$log/variants.out"
-    passed=$((passed + $(grep -c ': ok$' "$log/variants.out"))); failed=$((failed + $(grep -c ': FAILED' "$log/variants.out")))
+    rc=${PIPESTATUS[0]} bad=$(grep -c ': FAILED' "$log/variants.out")
+    passed=$((passed + $(grep -c ': ok$' "$log/variants.out"))); failed=$((failed + bad))
+    [ "$rc" != 0 ] && [ "$bad" = 0 ] && { echo "test.sh: check-variants.sh failed (rc=$rc)"; failed=$((failed + 1)); }
 fi
 echo "== real models (llama.cpp agreement; downloads the models once)"
 if model=$(tools/fetch-model.sh) && gemma=$(tools/fetch-model.sh gemma3-270m); then

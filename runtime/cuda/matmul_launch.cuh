@@ -251,12 +251,11 @@ static void launch_step(const struct mm_args &a, int64_t rows, cudaStream_t s)
                         static const bool opted_p = (cuda_smem_opt_in((const void *)kp, LONG_STAGE_KIB * 1024), true);
                         (void)opted_p;
                         static std::atomic<long long> pacedp{ -1 };
-                        std::atomic<long long> *const memo = &pacedp;
-                        const int per_sm = occupancy_per_sm(kp, 2 * 32, 2 * (size_t)b.stage, 4, memo);
+                        const int per_sm = occupancy_per_sm(kp, 2 * 32, 2 * (size_t)b.stage, 4, &pacedp);
                         const unsigned most = (unsigned)(per_sm * cuda_sm_count());
                         b.tiles = rows / RW;
                         ctas = most && most < ctas ? most : ctas;
-                        pace_set(&b, kp, ctas, 2 * 32, 2 * (size_t)b.stage, memo);
+                        pace_set(&b, kp, ctas, 2 * 32, 2 * (size_t)b.stage, &pacedp);
                         b.pace_rate = piece_pace(b.pace_rate);
                         launch(kp, dim3(ctas), 2 * 32, 2 * (size_t)b.stage, s, b);
                         return;
